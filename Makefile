@@ -1,0 +1,49 @@
+# The two commands of the README: `make notebooks` and `make test`.
+# Both create .venv if it is missing, install the pinned CPU torch and the package,
+# prepare the data (cached under data/), then act. Re-running is fast and idempotent.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+DATA_STAMP := data/.prepared-stamp
+# papermill and JupyterLab find the venv's own python3 kernel first; nothing is registered globally.
+export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
+export MPLBACKEND ?= Agg
+
+.PHONY: setup data test notebooks lab test-kernels bench strip clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (nbsupport .venv)" >/dev/null
+	@touch $@
+
+data: $(DATA_STAMP)
+
+$(DATA_STAMP): $(STAMP) nbsupport/data/bible.py nbsupport/data/prepare.py
+	$(PY) -m nbsupport.data.prepare
+	@touch $@
+
+test: data
+	$(PY) -m pytest
+
+notebooks: data
+	$(PY) -m nbsupport.run_notebooks --profile lab
+
+lab: data
+	$(VENV)/bin/jupyter lab notebooks/
+
+test-kernels: data
+	$(PY) -m pip install --quiet -e '.[dev,kernels]'
+	TRITON_INTERPRET=1 $(PY) -m pytest tests -k kernel
+
+strip: $(STAMP)
+	$(VENV)/bin/nbstripout notebooks/*.ipynb
+
+clean:
+	rm -rf build

@@ -1,0 +1,174 @@
+"""Quality and diversity metrics for sets of translations, on sacrebleu.
+
+Shapes used everywhere:
+    hyps: one entry per source sentence, each a list of K hypothesis strings;
+    refs: one entry per source sentence, each a list of M reference strings.
+Every function returns BLEU points (0-100) unless stated. sacrebleu's defaults are used
+for corpus BLEU (tokenizer 13a, exponential smoothing).
+
+Definitions follow Shen et al. 2019 section 4 (pairwise BLEU, leave-one-out multi-reference
+BLEU, per-latent BLEU of Table 7) and the seed-000 paper section 4 (average oracle BLEU,
+reference coverage, the "human" scores).
+"""
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+from sacrebleu.metrics import BLEU
+
+Sets = Sequence[Sequence[str]]
+
+_CORPUS = BLEU()
+# seed 000 footnote 4: sentence BLEU with +1 smoothing for n > 1 (sacrebleu's add-k, k=1,
+# which sacrebleu applies to n > 1 only).
+_SENTENCE = BLEU(smooth_method="add-k", smooth_value=1, effective_order=True)
+
+
+def _check(sets: Sets, what: str, at_least: int = 1) -> int:
+    """Validate a list of equally sized lists of strings; return the common size."""
+    if len(sets) == 0:
+        raise ValueError(f"{what}: need at least one source sentence, got an empty list")
+    if isinstance(sets, str) or any(isinstance(s, str) for s in sets):
+        raise TypeError(f"{what}: expected a list (one per source) of lists of strings, "
+                        "got bare strings; wrap each source's strings in a list")
+    sizes = {len(s) for s in sets}
+    if len(sizes) != 1:
+        raise ValueError(f"{what}: every source needs the same number of strings, got sizes {sorted(sizes)}")
+    (n,) = sizes
+    if n < at_least:
+        raise ValueError(f"{what}: need at least {at_least} strings per source, got {n}")
+    return n
+
+
+def _check_pair(hyps: Sets, refs: Sets, min_refs: int = 1) -> tuple[int, int]:
+    k = _check(hyps, "hyps")
+    m = _check(refs, "refs", min_refs)
+    if len(hyps) != len(refs):
+        raise ValueError(f"hyps has {len(hyps)} sources but refs has {len(refs)}")
+    return k, m
+
+
+def corpus_bleu(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]]) -> float:
+    """Corpus BLEU of a flat list of hypotheses. ``refs`` is a flat list (one reference each)
+    or a list of reference lists (several references each, all of the same length)."""
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    if refs and isinstance(refs[0], str):
+        streams = [list(refs)]
+    else:
+        streams = [list(s) for s in zip(*refs)]
+    return _CORPUS.corpus_score(list(hyps), streams).score
+
+
+def sentence_bleu(hyp: str, ref: str) -> float:
+    """Sentence BLEU against one reference, +1 smoothing for n > 1 (seed 000 footnote 4)."""
+    return _SENTENCE.sentence_score(hyp, [ref]).score
+
+
+def pairwise_bleu(hyps: Sets) -> float:
+    """Corpus BLEU over every ordered pair j != k of hypotheses of the same source,
+    hypothesis k scored against hypothesis j (Shen et al. 2019 section 4). Lower = more diverse."""
+    k = _check(hyps, "hyps", 2)
+    sys_, ref = [], []
+    for hs in hyps:
+        for j in range(k):
+            for i in range(k):
+                if i != j:
+                    sys_.append(hs[i])
+                    ref.append(hs[j])
+    return corpus_bleu(sys_, ref)
+
+
+def multi_ref_bleu(hyps: Sets, refs: Sets) -> float:
+    """Shen et al.'s leave-one-out BLEU: for each m, corpus BLEU of all hypotheses against the
+    M-1 other references; the mean over m. Comparable with the human score of ``human_scores``."""
+    k, m = _check_pair(hyps, refs, 2)
+    scores = []
+    for left_out in range(m):
+        sys_, rs = [], []
+        for hs, refset in zip(hyps, refs):
+            others = [r for i, r in enumerate(refset) if i != left_out]
+            for h in hs:
+                sys_.append(h)
+                rs.append(others)
+        scores.append(corpus_bleu(sys_, rs))
+    return sum(scores) / m
+
+
+def _best_refs(hyp: str, refset: Sequence[str]) -> tuple[float, list[int]]:
+    """Highest sentence BLEU of ``hyp`` against each reference, and the indices that reach it."""
+    scores = [sentence_bleu(hyp, r) for r in refset]
+    best = max(scores)
+    return best, [i for i, s in enumerate(scores) if s == best]
+
+
+def oracle_assignment(hyps: Sets, refs: Sets, rng: random.Random | None = None) -> list[list[int]]:
+    """For each source and hypothesis, the index of its best-matching reference (highest
+    sentence BLEU). Ties go to the first maximum, or to a random one when ``rng`` is given."""
+    _check_pair(hyps, refs)
+    out = []
+    for hs, refset in zip(hyps, refs):
+        row = []
+        for h in hs:
+            _, ties = _best_refs(h, refset)
+            row.append(ties[0] if rng is None else rng.choice(ties))
+        out.append(row)
+    return out
+
+
+def avg_oracle_bleu(hyps: Sets, refs: Sets) -> float:
+    """Average oracle BLEU (seed 000 section 4): each hypothesis paired with the reference of
+    highest sentence BLEU (first maximum on ties), then corpus BLEU of those pairs."""
+    assignment = oracle_assignment(hyps, refs)
+    sys_, rs = [], []
+    for hs, refset, row in zip(hyps, refs, assignment):
+        for h, a in zip(hs, row):
+            sys_.append(h)
+            rs.append(refset[a])
+    return corpus_bleu(sys_, rs)
+
+
+def ref_coverage(hyps: Sets, refs: Sets, seed: int = 0) -> float:
+    """Reference coverage (seed 000 section 4): pair each hypothesis with its best reference
+    (ties broken by an RNG seeded with ``seed``); the mean number of distinct references
+    matched per source. Between 1 and min(K, M)."""
+    assignment = oracle_assignment(hyps, refs, random.Random(seed))
+    return sum(len(set(row)) for row in assignment) / len(assignment)
+
+
+def per_latent_bleu(hyps: Sets, refs: Sets) -> list[float]:
+    """K corpus BLEUs: hypothesis k of every source against all M references (Shen Table 7)."""
+    k, _ = _check_pair(hyps, refs)
+    return [corpus_bleu([hs[i] for hs in hyps], refs) for i in range(k)]
+
+
+def human_scores(refs: Sets) -> dict[str, float]:
+    """The human point of every plot, from the references alone:
+
+    * ``pairwise_bleu``: pairwise BLEU of the references;
+    * ``multi_ref_bleu``: each reference against the M-1 others, mean over m;
+    * ``avg_oracle_bleu``: each reference paired with the best of the rest (first maximum
+      on ties), corpus BLEU of those pairs.
+    """
+    m = _check(refs, "refs", 2)
+    loo = [corpus_bleu([rs[i] for rs in refs],
+                       [[r for j, r in enumerate(rs) if j != i] for rs in refs]) for i in range(m)]
+    sys_, best = [], []
+    for rs in refs:
+        for n in range(m):
+            rest = [r for j, r in enumerate(rs) if j != n]
+            _, ties = _best_refs(rs[n], rest)
+            sys_.append(rs[n])
+            best.append(rest[ties[0]])
+    return {"pairwise_bleu": pairwise_bleu(refs),
+            "multi_ref_bleu": sum(loo) / m,
+            "avg_oracle_bleu": corpus_bleu(sys_, best)}
+
+
+def diversity_report(hyps: Sets, refs: Sets, seed: int = 0) -> dict[str, float]:
+    """All set-level metrics at once, as the notebooks print them."""
+    return {"pairwise_bleu": pairwise_bleu(hyps) if len(hyps[0]) > 1 else float("nan"),
+            "multi_ref_bleu": multi_ref_bleu(hyps, refs),
+            "avg_oracle_bleu": avg_oracle_bleu(hyps, refs),
+            "ref_coverage": ref_coverage(hyps, refs, seed)}
