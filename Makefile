@@ -9,7 +9,6 @@ STAMP := $(VENV)/.installed-stamp
 DATA_STAMP := data/.prepared-stamp
 # papermill and JupyterLab find the venv's own python3 kernel first; nothing is registered globally.
 export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
-export MPLBACKEND ?= Agg
 
 .PHONY: setup data test notebooks lab test-kernels bench strip clean
 

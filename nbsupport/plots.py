@@ -1,0 +1,81 @@
+"""The course's figures, one function per figure kind. Each returns the matplotlib figure
+and prints its one-sentence caption, so that a papermill run keeps the caption as text."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+
+
+def _caption(fig, caption: str | None):
+    if caption:
+        print(f"Figure: {caption}")
+    return fig
+
+
+def quality_diversity(points: Mapping[str, tuple[float, float]], human: tuple[float, float] | None = None,
+                      quality_label: str = "average oracle BLEU (quality)",
+                      caption: str | None = None, ax=None):
+    """Seed 000 Fig. 2 / Shen Fig. 2: pairwise BLEU, reversed (right = more diverse), against a
+    quality BLEU. ``points`` maps a system to (pairwise BLEU, quality BLEU)."""
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5.5, 4))
+    for name, (pw, q) in points.items():
+        ax.scatter(pw, q, s=60, zorder=3)
+        ax.annotate(name, (pw, q), textcoords="offset points", xytext=(6, 4))
+    if human is not None:
+        ax.scatter(*human, marker="*", s=250, color="crimson", zorder=4, label="human")
+        ax.legend(loc="lower left")
+    ax.set_xlabel("pairwise BLEU (reversed: right = more diverse)")
+    ax.set_ylabel(quality_label)
+    ax.invert_xaxis()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _caption(fig, caption)
+
+
+def grouped_bars(table: Mapping[str, Mapping[str, float]], metrics: Sequence[str],
+                 ylabel: str = "BLEU", caption: str | None = None):
+    """One group of bars per row of ``table`` (row name -> metric -> value)."""
+    rows = list(table)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.2))
+    axes = [axes] if len(metrics) == 1 else list(axes)
+    for ax, metric in zip(axes, metrics):
+        ax.bar(rows, [table[r][metric] for r in rows], color="steelblue")
+        ax.set_title(metric)
+        ax.set_xlabel("scenario")
+        ax.set_ylabel(ylabel if "coverage" not in metric else "references matched")
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return _caption(fig, caption)
+
+
+def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str], xlabel: str, ylabel: str,
+            caption: str | None = None, fmt: str = "{:.0f}", cbar_label: str = ""):
+    """A labelled heat map with the value written in every cell."""
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.5 + 0.8 * len(col_labels)), max(3.5, 1.2 + 0.6 * len(row_labels))))
+    im = ax.imshow(matrix, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(col_labels)), col_labels, rotation=45, ha="right")
+    ax.set_yticks(range(len(row_labels)), row_labels)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    vmax = max(max(r) for r in matrix) if len(matrix) else 1
+    for i, row in enumerate(matrix):
+        for j, v in enumerate(row):
+            ax.text(j, i, fmt.format(v), ha="center", va="center",
+                    color="white" if v < 0.6 * vmax else "black", fontsize=9)
+    fig.colorbar(im, ax=ax, label=cbar_label)
+    fig.tight_layout()
+    return _caption(fig, caption)
+
+
+def histogram(values_by_name: Mapping[str, Sequence[float]], xlabel: str, ylabel: str = "sentences",
+              caption: str | None = None, bins: int = 30):
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    for name, values in values_by_name.items():
+        ax.hist(values, bins=bins, alpha=0.55, label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _caption(fig, caption)
