@@ -2,9 +2,9 @@
 (extracted once from registry packages by ``make data``)."""
 from __future__ import annotations
 
-from . import batching, bible, toy as toy_module, vocab
+from . import batching, bible, synthetic, vocab
 from .batching import pad_batch, token_batches
-from .toy import (AMBIGUITY_LEVELS, STYLE_STRENGTHS, Corpus, Split, ToyConfig, entropy_nats,
+from .synthetic import (AMBIGUITY_LEVELS, STYLE_STRENGTHS, Corpus, Split, ToyConfig, entropy_nats,
                   style_features, toy, toy_trilingual)
 from .vocab import SpmVocab, WordVocab, train_sentencepiece
 
@@ -20,5 +20,5 @@ def load(name: str, **kwargs) -> Corpus:
 
 __all__ = ["AMBIGUITY_LEVELS", "STYLE_STRENGTHS", "Corpus", "DATASETS", "Split", "SpmVocab",
            "ToyConfig", "WordVocab", "batching", "bible", "entropy_nats", "load", "pad_batch",
-           "style_features", "token_batches", "toy", "toy_module", "toy_trilingual",
+           "style_features", "synthetic", "token_batches", "toy", "toy_trilingual",
            "train_sentencepiece", "vocab"]

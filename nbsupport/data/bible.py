@@ -201,11 +201,11 @@ def verses(split: str | None = None, path: Path | None = None) -> list[Verse]:
 
 def corpus(sources=("e",), targets=ENGLISH_REFERENCES, test_limit: int | None = None,
            train_limit: int | None = None):
-    """The Bible as a :class:`~nbsupport.data.toy.Corpus`: ``sources`` are version codes (the
+    """The Bible as a :class:`~nbsupport.data.synthetic.Corpus`: ``sources`` are version codes (the
     first is the primary source), every split carries all ``targets`` as references with
     their codes as labels. Train on ``corpus.train.pairs()``: every target version becomes a
     separate training pair (seed 000 section 5.1)."""
-    from .toy import Corpus, Split
+    from .synthetic import Corpus, Split
     sources, targets = check_codes(sources), check_codes(targets)
 
     def make(split, limit):

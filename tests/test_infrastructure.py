@@ -1,0 +1,110 @@
+"""Caching, vocabularies, batching, profiles, runtime and the environment files."""
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import nbsupport as nbs
+from nbsupport import cache
+from nbsupport.data import WordVocab, pad_batch, token_batches, train_sentencepiece
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBS_BUILD", str(tmp_path / "build"))
+
+
+def test_cache_builds_once_and_keys_on_content(tmp_path):
+    calls = []
+    compute = lambda: calls.append(1) or {"x": len(calls)}
+    assert cache.cached_json("t", {"a": 1}, compute) == {"x": 1}
+    assert cache.cached_json("t", {"a": 1}, compute) == {"x": 1}   # reused
+    assert cache.cached_json("t", {"a": 2}, compute) == {"x": 2}   # another key, rebuilt
+    assert len(calls) == 2
+
+
+def test_corrupt_cache_entry_is_rebuilt():
+    cache.cached_json("c", {"k": 1}, lambda: [1, 2])
+    (entry,) = nbs.paths.cache_dir().glob("c-*.json")
+    entry.write_text("{not json")
+    assert cache.cached_json("c", {"k": 1}, lambda: [3]) == [3]
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.txt"
+    with pytest.raises(RuntimeError):
+        with cache.atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("interrupted")
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_word_vocab_round_trip_on_toy():
+    c = nbs.data.toy(n_train=500, n_test=20, ambiguity="high")
+    v = WordVocab.build(r for rs in c.train.refs for r in rs)
+    for ref in c.test.refs[0]:
+        ids = v.encode(ref)
+        assert ids[-1] == v.eos and v.decode(ids) == ref
+
+
+def test_sentencepiece_round_trip_and_cache():
+    texts = [f"the {a} {b} sees the river number {i}." for i in range(300)
+             for a, b in [("quick", "dog")]] + ["a b c d e f g h i j k l m n o p"] * 50
+    v = train_sentencepiece(texts, 60, name="spm-test")
+    assert v.decode(v.encode("the quick dog sees the river.")) == "the quick dog sees the river."
+    assert train_sentencepiece(texts, 60, name="spm-test").path == v.path
+    assert train_sentencepiece(texts, 70, name="spm-test").path != v.path
+
+
+def test_token_batches_cover_everything_within_budget():
+    import random
+    rng = random.Random(0)
+    src = [rng.randint(1, 30) for _ in range(500)]
+    tgt = [rng.randint(1, 30) for _ in range(500)]
+    batches = token_batches(src, tgt, max_tokens=200, seed=1)
+    assert sorted(i for b in batches for i in b) == list(range(500))
+    for b in batches:
+        assert len(b) * max(max(src[i], tgt[i]) for i in b) <= 200
+    assert batches == token_batches(src, tgt, max_tokens=200, seed=1)
+    assert pad_batch([[5, 6, 7], [8]]).tolist() == [[5, 6, 7], [8, 0, 0]]
+
+
+def test_unknown_profile_names_valid_ones():
+    with pytest.raises(ValueError, match="ci, lab, full"):
+        nbs.profile("fast")
+    assert nbs.profile("ci").budget_s == 90 and nbs.profile("lab").budget_s == 600
+
+
+def test_threads_from_environment(monkeypatch):
+    monkeypatch.setenv("NBS_THREADS", "1")
+    assert nbs.num_threads() == 1
+    monkeypatch.setenv("NBS_THREADS", "many")
+    with pytest.raises(ValueError, match="NBS_THREADS"):
+        nbs.num_threads()
+
+
+def test_results_are_json_with_provenance():
+    path = nbs.save_results("unit", {"a": {"b": float("nan"), "c": (1, 2)}}, {"key": 1.5})
+    data = json.loads(path.read_text())
+    assert data["a"] == {"b": None, "c": [1, 2]} and data["summary"] == {"key": 1.5}
+    assert "machine" in data["_produced"]
+
+
+def _names(specs):
+    return {re.split(r"[<>=!~\[ ;]", s, maxsplit=1)[0].lower().replace("_", "-") for s in specs}
+
+
+def test_environment_yml_agrees_with_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = _names(project["dependencies"]) | _names(project["optional-dependencies"]["dev"])
+    text = (ROOT / "environment.yml").read_text()
+    lines = text[text.index("\ndependencies:"):].splitlines()
+    listed = _names(l.strip()[2:] for l in lines if l.strip().startswith("- ") and not l.strip().startswith("- pip"))
+    assert wanted <= listed, f"missing from environment.yml: {wanted - listed}"
+    assert listed - {"python"} <= wanted, f"not in pyproject.toml: {listed - {'python'} - wanted}"
+    pin = next(s for s in project["dependencies"] if s.startswith("torch"))
+    assert pin == "torch==2.13.0" and "torch==2.13.0" in (ROOT / "environment.yml").read_text()

@@ -1,0 +1,76 @@
+"""Notebook conventions, and every notebook executed by papermill at PROFILE="ci"."""
+import ast
+import json
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from nbsupport.paths import results_dir
+from nbsupport.run_notebooks import execute, notebook_paths
+
+NOTEBOOKS = notebook_paths()
+IDS = [p.stem for p in NOTEBOOKS]
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks found in notebooks/"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_conventions(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# "), "first cell: a title"
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), \
+        "outputs committed: run `make strip`"
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1 and params[0] is code[0], "the first code cell is the tagged parameters cell"
+    names = {t.id for node in ast.parse(params[0].source).body for t in getattr(node, "targets", [])}
+    assert {"PROFILE", "SEED", "INTERACTIVE"} <= names
+    assert 'PROFILE = "lab"' in params[0].source
+    imports = [n for c in code for n in ast.walk(ast.parse(c.source))
+               if isinstance(n, (ast.Import, ast.ImportFrom))]
+    top = [n for n in imports if isinstance(n, ast.Import) and n.names[0].name == "nbsupport"]
+    assert len(top) == 1 and top[0].names[0].asname == "nbs", "one line: import nbsupport as nbs"
+
+
+# What each notebook's ci run must write, with ranges that a broken pipeline would miss.
+EXPECTED = {
+    "00_data_and_metrics": lambda r: [
+        r["profile"] == "ci",
+        r["fig1"]["D"]["avg_oracle_bleu"] > 99.9,
+        r["fig1"]["D"]["ref_coverage"] == 4.0,
+        abs(r["fig1"]["D"]["pairwise_bleu"] - r["bible"]["human"]["pairwise_bleu"]) < 1e-6,
+        r["fig1"]["B"]["ref_coverage"] < 1.2 < r["fig1"]["C"]["ref_coverage"],
+        r["fig1"]["A"]["avg_oracle_bleu"] < r["fig1"]["C"]["avg_oracle_bleu"] < r["fig1"]["B"]["avg_oracle_bleu"],
+        r["fig1"]["A"]["pairwise_bleu"] < r["fig1"]["C"]["pairwise_bleu"] < r["fig1"]["B"]["pairwise_bleu"],
+        15 < r["bible"]["human"]["pairwise_bleu"] < 60,
+        20 < r["toy"]["strong"]["none"]["pairwise_bleu"] < 45,
+        r["toy"]["subtle"]["none"]["pairwise_bleu"] > 45,
+        r["toy"]["strong"]["high"]["entropy_nats"] >= 10,
+        r["spm"]["en"]["unk rate %"] < 1,
+    ],
+}
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_runs_at_ci_profile(path, tmp_path):
+    t0 = time.time()
+    execute(path, "ci", seed=0, out_dir=tmp_path, timeout_s=600)
+    elapsed = time.time() - t0
+    results = json.loads((results_dir() / f"{path.stem}.json").read_text())
+    assert results["_produced"]["time"], "results written"
+    assert path.stem in EXPECTED, f"add the expected ci results of {path.stem} to EXPECTED"
+    checks = EXPECTED[path.stem](results)
+    failed = [i for i, ok in enumerate(checks) if not ok]
+    assert not failed, f"checks {failed} failed on {json.dumps(results)[:2000]}"
+    # the ci budget is 90 s of notebook work; allow for the kernel's start on a busy machine
+    assert elapsed < 150, f"{path.name} took {elapsed:.0f} s at ci (budget 90 s)"
+
+
+def test_unknown_profile_fails_before_starting_a_kernel(tmp_path):
+    with pytest.raises(ValueError, match="ci, lab, full"):
+        execute(NOTEBOOKS[0], "turbo", out_dir=tmp_path)

@@ -1,0 +1,116 @@
+import math
+import random
+from collections import Counter
+
+import pytest
+
+from nbsupport import data, metrics
+from nbsupport.data import synthetic as T
+
+
+def test_deterministic_by_seed():
+    a, b = data.toy(n_train=300, n_test=20, seed=3), data.toy(n_train=300, n_test=20, seed=3)
+    assert a.train.pairs() == b.train.pairs() and a.test.refs == b.test.refs
+    c = data.toy(n_train=300, n_test=20, seed=4)
+    assert c.train.pairs() != a.train.pairs()
+
+
+def test_no_test_or_dev_source_in_training():
+    c = data.toy(n_train=3000, n_dev=100, n_test=100)
+    train = set(c.train.src)
+    assert not train & set(c.test.src) and not train & set(c.dev.src)
+    assert not set(c.dev.src) & set(c.test.src)
+
+
+def test_training_is_single_reference_test_has_every_style():
+    c = data.toy(n_train=500, n_test=30, n_styles=4)
+    assert all(len(r) == 1 for r in c.train.refs)
+    assert all(labels == [0, 1, 2, 3] for labels in c.test.labels)
+    # the training styles are drawn at random: all four occur, none dominates
+    counts = Counter(l[0] for l in c.train.labels)
+    assert set(counts) == {0, 1, 2, 3} and max(counts.values()) < 0.35 * 500
+
+
+def test_styles_are_consistent_across_sentences():
+    c = data.toy(n_train=0, n_test=100, n_styles=4)
+    for refs in c.test.refs:
+        for style, ref in enumerate(refs):
+            f = data.style_features(style)
+            assert ref.endswith(f["punctuation"])
+            assert (" by the " in ref) == (f["voice"] == "passive")
+    # a source never tells the style: the same source has all four targets
+    assert all(len(set(r)) == 4 for r in c.test.refs)
+
+
+def test_subtle_styles_differ_in_one_or_two_tokens():
+    c = data.toy(n_train=0, n_test=50, style_strength="subtle")
+    for refs in c.test.refs:
+        for a in refs:
+            for b in refs:
+                if a != b:
+                    ta, tb = data.WordVocab.tokenize(a), data.WordVocab.tokenize(b)
+                    assert len(ta) == len(tb)
+                    assert 1 <= sum(x != y for x, y in zip(ta, tb)) <= 2
+
+
+def test_strong_styles_are_further_apart_than_subtle():
+    strong = metrics.human_scores(data.toy(n_train=0, n_test=100).test.refs)["pairwise_bleu"]
+    subtle = metrics.human_scores(data.toy(n_train=0, n_test=100, style_strength="subtle").test.refs)["pairwise_bleu"]
+    assert 20 < strong < 45 < subtle
+
+
+def test_no_ambiguity_means_one_translation_per_style():
+    c = data.toy(n_train=0, n_test=20, n_styles=1, refs_per_style=5)
+    assert all(len(set(r)) == 1 for r in c.test.refs)
+
+
+def test_entropy_of_low_ambiguity_matches_sampling():
+    # plug-in entropy of 40,000 samples of one meaning (81 outcomes) against the exact value
+    m = T.Meaning(0, None, 1, 2, None, None)
+    rng = random.Random(0)
+    counts = Counter(T.realise(m, 0, "strong", "low", rng) for _ in range(40_000))
+    n = sum(counts.values())
+    plug_in = -sum(c / n * math.log(c / n) for c in counts.values())
+    assert len(counts) == 3 ** 4
+    assert plug_in == pytest.approx(T.entropy_nats(m, "low"), abs=0.01)
+    assert T.entropy_nats(m, "low") == pytest.approx(4 * (math.log(2) + 0.5 * math.log(2)))
+
+
+def test_high_ambiguity_has_at_least_ten_nats():
+    c = data.toy(n_train=0, n_test=200, ambiguity="high")
+    mean = sum(T.entropy_nats(m, "high") for m in c.test.meanings) / len(c.test)
+    assert mean >= 10
+    # every content word takes its 4 surface forms about equally often
+    forms = Counter(tok.rstrip(".!;,") for refs in c.test.refs for r in refs for tok in r.split()
+                    if tok.rstrip(".!;,").rstrip("234") == "dog")
+    assert len(forms) == 4 and min(forms.values()) > 0.15 * sum(forms.values())
+
+
+def test_ambiguous_test_sets_carry_several_samples():
+    c = data.toy(n_train=0, n_test=10, n_styles=1, ambiguity="low")
+    assert all(len(r) == 4 for r in c.test.refs)
+
+
+def test_trilingual_sources_disambiguate_each_other():
+    la, lb = T.ToyLanguage(0, "sov", "even"), T.ToyLanguage(1, "vso", "odd")
+    amb_a, amb_b = T.ambiguous_nouns(la), T.ambiguous_nouns(lb)
+    assert len(amb_a) == len(amb_b) == 4
+    # the two languages merge different pairs ...
+    assert {frozenset(v) for v in amb_a.values()}.isdisjoint({frozenset(v) for v in amb_b.values()})
+    # ... so the pair of words determines every noun
+    assert len({(la.noun[i], lb.noun[i]) for i in range(len(T.NOUNS))}) == len(T.NOUNS)
+    c = data.toy_trilingual(n_train=200, n_test=20)
+    assert set(c.test.sources) == {"xa", "xb"} and all(len(r) == 1 for r in c.test.refs)
+
+
+@pytest.mark.parametrize("kwargs, word", [({"style_strength": "loud"}, "strong, subtle"),
+                                          ({"ambiguity": "huge"}, "none, low, high"),
+                                          ({"n_styles": 9}, "between 1 and 8")])
+def test_bad_settings_name_the_valid_values(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        data.toy(**kwargs)
+
+
+def test_unknown_data_set():
+    with pytest.raises(ValueError, match="toy, toy-trilingual, bible"):
+        data.load("wmt")
