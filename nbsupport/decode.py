@@ -1,0 +1,295 @@
+"""Batched decoding: greedy, beam search, sampling, top-k sampling, diverse beam search and
+K-latent parallel greedy.
+
+Every algorithm drives a *stepper*: ``stepper(prefix)`` takes the (N, t) token prefixes
+(BOS first) and returns (N, V) log scores of the next token; ``stepper.reorder(index)``
+keeps rows ``index`` of its state (beam search re-ranks hypotheses). :class:`ModelStepper`
+wraps a model with a key/value cache, so a step costs one position; :class:`TableStepper`
+wraps any function of the prefix (the tests use hand-made score tables).
+Scores are the model's ``log_scores``: log-softmax for softmax models (and, later,
+log-sigmoid for SCONES models: the same search code decodes both).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from .data.batching import pad_batch
+from .data.vocab import BOS, EOS, PAD
+
+METHODS = ("greedy", "beam", "sample", "topk", "diverse_beam", "latent_greedy")
+
+
+# --------------------------------------------------------------------------- steppers
+class ModelStepper:
+    """Next-token log scores of a model for a batch of sources, with a KV cache."""
+
+    def __init__(self, model, src: torch.Tensor, z: torch.Tensor | None = None, use_cache: bool = True):
+        self.model, self.use_cache = model, use_cache
+        self.memory, self.mask = model.encode(src)
+        self.device = src.device
+        self.z = z
+        model.check_latent(z, src.shape[0])
+        self.cache = model.new_cache() if use_cache else None
+
+    def expand(self, n: int) -> "ModelStepper":
+        """Repeat every source n times (row i becomes rows i*n .. i*n+n-1)."""
+        self.memory = self.memory.repeat_interleave(n, 0)
+        self.mask = self.mask.repeat_interleave(n, 0)
+        if self.z is not None:
+            self.z = self.z.repeat_interleave(n, 0)
+        return self
+
+    def __call__(self, prefix: torch.Tensor) -> torch.Tensor:
+        if self.use_cache:
+            t = prefix.shape[1] - 1
+            logits = self.model.decode(prefix[:, -1:], self.memory, self.mask, self.z, self.cache, start=t)
+        else:
+            logits = self.model.decode(prefix, self.memory, self.mask, self.z)
+        return self.model.log_scores(logits[:, -1])
+
+    def reorder(self, index: torch.Tensor) -> None:
+        self.memory, self.mask = self.memory[index], self.mask[index]
+        if self.z is not None:
+            self.z = self.z[index]
+        if self.cache is not None:
+            for layer in self.cache:
+                for key in ("k", "v"):
+                    if key in layer:
+                        layer[key] = layer[key][index]
+                if "cross" in layer:
+                    k, v = layer["cross"]
+                    layer["cross"] = (k[index], v[index])
+
+
+class TableStepper:
+    """Log scores from any function of the prefix: ``fn(prefix_list) -> list of V log scores``."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, fn: Callable[[list[int]], Sequence[float]]):
+        self.fn = fn
+
+    def expand(self, n: int) -> "TableStepper":
+        return self
+
+    def __call__(self, prefix: torch.Tensor) -> torch.Tensor:
+        return torch.tensor([list(self.fn(row)) for row in prefix.tolist()], dtype=torch.float32)
+
+    def reorder(self, index: torch.Tensor) -> None:
+        pass
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]      # without BOS, ending with EOS (unless cut at max_len)
+    score: float           # summed log score
+    normalized: float      # score used for ranking (divided by length when length-normalised)
+
+
+def _finish_row(tokens: list[int]) -> list[int]:
+    return tokens[:tokens.index(EOS) + 1] if EOS in tokens else tokens
+
+
+# --------------------------------------------------------------------------- greedy and sampling
+@torch.no_grad()
+def greedy_or_sample(stepper, batch: int, max_len: int | Sequence[int], temperature: float = 1.0,
+                     top_k: int | None = None, sample: bool = False,
+                     generator: torch.Generator | None = None) -> list[Hypothesis]:
+    """Left to right, one token per row per step: the argmax (greedy), a sample from the
+    scores divided by ``temperature``, or a sample among the ``top_k`` best tokens."""
+    dev = stepper.device
+    limits = torch.as_tensor(max_len if not isinstance(max_len, int) else [max_len] * batch, device=dev)
+    prefix = torch.full((batch, 1), BOS, dtype=torch.long, device=dev)
+    done = torch.zeros(batch, dtype=torch.bool, device=dev)
+    scores = torch.zeros(batch, device=dev)
+    for t in range(int(limits.max())):
+        logp = stepper(prefix)
+        if sample:
+            logits = logp / temperature
+            if top_k is not None:
+                kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            probs = torch.softmax(logits, dim=-1)
+            nxt = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(dev)
+        else:
+            nxt = logp.argmax(dim=-1)
+        nxt = torch.where(t + 1 >= limits, torch.full_like(nxt, EOS), nxt)  # force an end at max_len
+        nxt = torch.where(done, torch.full_like(nxt, PAD), nxt)
+        scores += torch.where(done, torch.zeros_like(scores), logp.gather(1, nxt[:, None]).squeeze(1))
+        prefix = torch.cat([prefix, nxt[:, None]], dim=1)
+        done |= nxt == EOS
+        if bool(done.all()):
+            break
+    out = []
+    for row, s in zip(prefix[:, 1:].tolist(), scores.tolist()):
+        toks = _finish_row(row)
+        out.append(Hypothesis(toks, s, s))
+    return out
+
+
+# --------------------------------------------------------------------------- beam search
+@torch.no_grad()
+def beam_search(stepper, batch: int, beam: int, max_len: int | Sequence[int], n_best: int = 1,
+                length_norm: bool = False, groups: int = 1, diversity: float = 0.0) -> list[list[Hypothesis]]:
+    """Beam search, or diverse beam search (Vijayakumar et al. 2018) when ``groups`` > 1.
+
+    Each source keeps ``beam`` live hypotheses in ``groups`` groups of ``beam // groups``.
+    At every step the groups choose in order; group g's candidate scores are lowered by
+    ``diversity`` times the number of times each token was chosen at this step by groups
+    0..g-1 of the same source (the Hamming diversity term; hypotheses keep their true
+    scores). With ``groups=1`` this is plain beam search. A hypothesis ends when it emits
+    EOS; a group stops once it holds ``beam // groups`` finished hypotheses that no live one
+    can beat (scores only fall; with length normalisation, once it holds that many), or at
+    ``max_len`` where EOS is forced. Returns the ``n_best`` hypotheses of each source, best
+    first (score divided by length when ``length_norm``); diverse beam search returns each
+    group's best in turn, then each group's second, and so on.
+    """
+    if beam < 1 or groups < 1 or beam % groups:
+        raise ValueError(f"beam ({beam}) must be a positive multiple of groups ({groups})")
+    width = beam // groups
+    dev = stepper.device
+    limits = torch.as_tensor(max_len if not isinstance(max_len, int) else [max_len] * batch, device=dev)
+    stepper.expand(beam)                                   # row = (source, group, slot)
+    prefix = torch.full((batch * beam, 1), BOS, dtype=torch.long, device=dev)
+    live = torch.full((batch, groups, width), float("-inf"), device=dev)
+    live[:, :, 0] = 0.0                                    # the other slots would duplicate slot 0
+    finished: list[list[list[Hypothesis]]] = [[[] for _ in range(groups)] for _ in range(batch)]
+    closed = [[False] * groups for _ in range(batch)]
+
+    for t in range(int(limits.max())):
+        logp = stepper(prefix).view(batch, groups, width, -1)
+        n_vocab = logp.shape[-1]
+        force_end = t + 1 >= limits
+        if bool(force_end.any()):
+            forced = torch.full_like(logp, float("-inf"))
+            forced[..., EOS] = logp[..., EOS]
+            logp = torch.where(force_end[:, None, None, None], forced, logp)
+        chosen = torch.zeros(batch, n_vocab, device=dev)   # tokens picked at this step, for diversity
+        new_index = [[0] * width for _ in range(batch * groups)]
+        new_tokens = [[PAD] * width for _ in range(batch * groups)]
+        new_live = [[float("-inf")] * width for _ in range(batch * groups)]
+        prefix_rows = prefix[:, 1:].tolist()
+        for g in range(groups):
+            cand = (live[:, g, :, None] + logp[:, g]).reshape(batch, -1)       # true scores
+            ranked = cand - diversity * chosen.repeat(1, width) if diversity and g else cand
+            values, flat = ranked.topk(min(2 * width, cand.shape[1]), dim=1)
+            trues = cand.gather(1, flat).tolist()
+            picked_b, picked_w = [], []
+            for b, (vals, flats, scores) in enumerate(zip(values.tolist(), flat.tolist(), trues)):
+                if closed[b][g]:
+                    continue
+                row, kept = b * groups + g, 0
+                for rank, (v, f, score) in enumerate(zip(vals, flats, scores)):
+                    if v == float("-inf") or kept == width:
+                        break
+                    j, w = divmod(f, n_vocab)
+                    src_row = row * width + j
+                    if w == EOS:
+                        if rank >= width:  # only an EOS among the top `width` ends a hypothesis
+                            continue
+                        toks = prefix_rows[src_row] + [EOS]
+                        finished[b][g].append(Hypothesis(toks, score, score / len(toks) if length_norm else score))
+                    else:
+                        new_index[row][kept], new_tokens[row][kept], new_live[row][kept] = src_row, w, score
+                        picked_b.append(b)
+                        picked_w.append(w)
+                        kept += 1
+                fin = finished[b][g]
+                if kept == 0:
+                    closed[b][g] = True
+                elif len(fin) >= width:
+                    worst_kept = sorted((h.normalized for h in fin), reverse=True)[width - 1]
+                    closed[b][g] = length_norm or max(new_live[row]) <= worst_kept
+                if closed[b][g]:
+                    new_live[row] = [float("-inf")] * width
+            if picked_b:
+                chosen.index_put_((torch.tensor(picked_b, device=dev), torch.tensor(picked_w, device=dev)),
+                                  torch.ones(len(picked_b), device=dev), accumulate=True)
+        if all(all(c) for c in closed):
+            break
+        index = torch.tensor(new_index, device=dev).view(-1)
+        stepper.reorder(index)
+        prefix = torch.cat([prefix[index], torch.tensor(new_tokens, device=dev).view(-1, 1)], dim=1)
+        live = torch.tensor(new_live, device=dev).view(batch, groups, width)
+    out = []
+    for b in range(batch):
+        per_group = [sorted(f, key=lambda h: h.normalized, reverse=True) for f in finished[b]]
+        ranked = [grp[rank] for rank in range(width) for grp in per_group if rank < len(grp)]
+        out.append(ranked[:n_best] if groups > 1 else per_group[0][:n_best])
+    return out
+
+
+# --------------------------------------------------------------------------- high-level API
+def max_lengths(src: torch.Tensor, a: float, b: int, cap: int) -> list[int]:
+    """Per-source maximum output length: a * source length + b, at most ``cap``."""
+    lens = (src != PAD).sum(dim=1).tolist()
+    return [min(cap, int(a * n + b)) for n in lens]
+
+
+@torch.no_grad()
+def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam: int = 4,
+             temperature: float = 1.0, top_k: int = 10, groups: int | None = None,
+             diversity: float = 0.5, length_norm: bool = False, max_len_a: float = 1.5,
+             max_len_b: int = 10, z: torch.Tensor | None = None, use_cache: bool = True,
+             seed: int = 0) -> list[list[list[int]]]:
+    """Token ids of ``n`` hypotheses per source (list over sources of lists of token lists).
+
+    methods: ``greedy`` (n=1), ``beam`` (n best of a beam of ``beam``), ``sample``
+    (n ancestral samples at ``temperature``), ``topk`` (n samples among the top_k tokens),
+    ``diverse_beam`` (``groups`` groups, default n, of a beam of max(beam, n), Hamming
+    penalty ``diversity``), ``latent_greedy`` (greedy for each of the model's K latent
+    values, all decoded as one batch: n is K).
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown decoding method {method!r}; valid methods: {', '.join(METHODS)}")
+    model.eval()
+    batch = src.shape[0]
+    limits = max_lengths(src, max_len_a, max_len_b, model.config.max_len)
+    k = model.config.n_latent
+    if method == "latent_greedy":
+        if k < 2:
+            raise ValueError("latent_greedy needs a model with a latent variable (n_latent > 1)")
+        zs = torch.arange(k).repeat(batch)                       # row i*K + z
+        stepper = ModelStepper(model, src.repeat_interleave(k, 0), zs, use_cache)
+        hyps = greedy_or_sample(stepper, batch * k, [m for m in limits for _ in range(k)])
+        return [[h.tokens for h in hyps[i * k:(i + 1) * k]] for i in range(batch)]
+    if z is None and k > 1:
+        raise ValueError(f"the model has K={k} latent values: pass z, or use method='latent_greedy'")
+    if method in ("greedy", "sample", "topk"):
+        reps = 1 if method == "greedy" else n
+        stepper = ModelStepper(model, src, z, use_cache).expand(reps)
+        gen = torch.Generator().manual_seed(seed)
+        hyps = greedy_or_sample(stepper, batch * reps, [m for m in limits for _ in range(reps)],
+                                temperature=temperature, top_k=top_k if method == "topk" else None,
+                                sample=method != "greedy", generator=gen)
+        return [[h.tokens for h in hyps[i * reps:(i + 1) * reps]] for i in range(batch)]
+    if method == "beam":
+        if n > beam:
+            raise ValueError(f"n ({n}) cannot exceed the beam ({beam})")
+        res = beam_search(ModelStepper(model, src, z, use_cache), batch, beam, limits, n, length_norm)
+    else:  # diverse beam
+        groups = groups or n
+        width = max(beam, n)
+        width += (-width) % groups
+        res = beam_search(ModelStepper(model, src, z, use_cache), batch, width, limits, n, length_norm,
+                          groups=groups, diversity=diversity)
+    return [[h.tokens for h in hs] for hs in res]
+
+
+def translate(model, src_vocab, tgt_vocab, sentences: Sequence[str], method: str = "greedy",
+              batch_size: int = 64, device=None, **kwargs) -> list[list[str]]:
+    """Translate strings: a list (one per source) of lists of hypothesis strings."""
+    for i, s in enumerate(sentences):
+        if not s.strip():
+            raise ValueError(f"source sentence {i} is empty: nothing to translate")
+    device = device or next(model.parameters()).device
+    out: list[list[str]] = []
+    for lo in range(0, len(sentences), batch_size):
+        chunk = sentences[lo:lo + batch_size]
+        src = pad_batch([src_vocab.encode(s) for s in chunk]).to(device)
+        ids = generate(model, src, method, **kwargs)
+        out.extend([[tgt_vocab.decode(h) for h in hs] for hs in ids])
+    return out

@@ -1,0 +1,240 @@
+"""A small pre-LayerNorm Transformer encoder-decoder with a latent variable as BOS.
+
+Seed 000 section 3.2: the mixture's K "experts" share every parameter except a table of K
+latent embeddings; the embedding of latent value z *replaces* the decoder's first input
+(the BOS token). ``n_latent = 1`` is the plain baseline: no table, the BOS embedding.
+
+Incremental decoding keeps a key/value cache per decoder layer, so each new token costs
+one position of work instead of re-running the whole prefix.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..data.vocab import BOS, PAD
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    src_vocab: int
+    tgt_vocab: int
+    d_model: int = 128
+    n_heads: int = 4
+    d_ff: int = 512
+    enc_layers: int = 2
+    dec_layers: int = 2
+    dropout: float = 0.1
+    max_len: int = 256            # longest source or target, in tokens
+    n_latent: int = 1             # K: 1 = plain baseline; K > 1 = latent table replacing BOS
+    tie_embeddings: bool = True   # decoder input embedding = output projection
+
+    def __post_init__(self):
+        if self.n_latent < 1:
+            raise ValueError(f"n_latent (K) must be >= 1 (1 = no latent), got {self.n_latent}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
+        if min(self.src_vocab, self.tgt_vocab) < 5:
+            raise ValueError("vocabularies need the 4 special tokens and at least one word")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def sinusoids(n: int, d: int) -> torch.Tensor:
+    pos = torch.arange(n, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    pe = torch.zeros(n, d)
+    pe[:, 0::2] = torch.sin(pos * freq)
+    pe[:, 1::2] = torch.cos(pos * freq)
+    return pe
+
+
+class Attention(nn.Module):
+    """Multi-head attention on F.scaled_dot_product_attention, with an optional KV cache."""
+
+    def __init__(self, d: int, h: int, dropout: float):
+        super().__init__()
+        self.h, self.dropout = h, dropout
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, 2 * d)
+        self.out = nn.Linear(d, d)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, h, T, d/h)
+        b, t, d = x.shape
+        return x.view(b, t, self.h, d // self.h).transpose(1, 2)
+
+    def project_kv(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        k, v = self.kv(source).chunk(2, dim=-1)
+        return self._heads(k), self._heads(v)
+
+    def forward(self, x, source=None, mask=None, causal=False, cache=None, static_kv=None):
+        """``source`` None means self-attention. ``cache`` (a dict) accumulates self-attention
+        keys/values across decoding steps; ``static_kv`` holds precomputed cross-attention ones."""
+        q = self._heads(self.q(x))
+        if static_kv is not None:
+            k, v = static_kv
+        else:
+            k, v = self.project_kv(x if source is None else source)
+            if cache is not None:
+                if "k" in cache:
+                    k = torch.cat([cache["k"], k], dim=2)
+                    v = torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and q.shape[2] > 1,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        b, h, t, dh = y.shape
+        return self.out(y.transpose(1, 2).reshape(b, t, h * dh))
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, d: int, d_ff: int, dropout: float):
+        super().__init__(nn.Linear(d, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, c: TransformerConfig):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
+        self.attn = Attention(c.d_model, c.n_heads, c.dropout)
+        self.ff = FeedForward(c.d_model, c.d_ff, c.dropout)
+        self.drop = nn.Dropout(c.dropout)
+
+    def forward(self, x, mask):
+        x = x + self.drop(self.attn(self.ln1(x), mask=mask))
+        return x + self.drop(self.ff(self.ln2(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c: TransformerConfig):
+        super().__init__()
+        self.ln1, self.ln2, self.ln3 = (nn.LayerNorm(c.d_model) for _ in range(3))
+        self.self_attn = Attention(c.d_model, c.n_heads, c.dropout)
+        self.cross_attn = Attention(c.d_model, c.n_heads, c.dropout)
+        self.ff = FeedForward(c.d_model, c.d_ff, c.dropout)
+        self.drop = nn.Dropout(c.dropout)
+
+    def forward(self, x, memory, mem_mask, cache=None):
+        x = x + self.drop(self.self_attn(self.ln1(x), causal=cache is None or "k" not in cache, cache=cache))
+        static = cache.get("cross") if cache is not None else None
+        if cache is not None and static is None:
+            static = cache["cross"] = self.cross_attn.project_kv(memory)
+        x = x + self.drop(self.cross_attn(self.ln2(x), memory, mask=mem_mask, static_kv=static))
+        return x + self.drop(self.ff(self.ln3(x)))
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        c = self.config = config
+        self.src_emb = nn.Embedding(c.src_vocab, c.d_model, padding_idx=PAD)
+        self.tgt_emb = nn.Embedding(c.tgt_vocab, c.d_model, padding_idx=PAD)
+        self.latent = nn.Embedding(c.n_latent, c.d_model) if c.n_latent > 1 else None
+        self.register_buffer("pe", sinusoids(c.max_len + 1, c.d_model), persistent=False)
+        self.encoder = nn.ModuleList(EncoderLayer(c) for _ in range(c.enc_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(c) for _ in range(c.dec_layers))
+        self.enc_ln, self.dec_ln = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
+        self.drop = nn.Dropout(c.dropout)
+        self.proj = None if c.tie_embeddings else nn.Linear(c.d_model, c.tgt_vocab, bias=False)
+        # Scaled init: N(0, d^-1/2) embeddings, multiplied by sqrt(d) on input. Default N(0, 1)
+        # embeddings with a tied output layer made CPU training 2x slower through denormals.
+        for emb in (self.src_emb, self.tgt_emb) + ((self.latent,) if self.latent is not None else ()):
+            nn.init.normal_(emb.weight, std=c.d_model ** -0.5)
+        for emb in (self.src_emb, self.tgt_emb):
+            with torch.no_grad():
+                emb.weight[PAD].zero_()
+
+    # ------------------------------------------------------------------ encoder
+    def check_source(self, src: torch.Tensor) -> None:
+        if src.dim() != 2 or src.shape[1] == 0:
+            raise ValueError(f"source must be a (batch, length >= 1) tensor of ids, got shape {tuple(src.shape)}")
+        if src.shape[1] > self.config.max_len:
+            raise ValueError(f"source of {src.shape[1]} tokens is longer than the model's max_len "
+                             f"{self.config.max_len}; truncate it or build the model with a larger max_len")
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> memory (B, S, d) and the attention mask (B, 1, 1, S), True where a key is real."""
+        self.check_source(src)
+        mask = (src != PAD)[:, None, None, :]
+        x = self.drop(self.src_emb(src) * math.sqrt(self.config.d_model) + self.pe[:src.shape[1]])
+        for layer in self.encoder:
+            x = layer(x, mask)
+        return self.enc_ln(x), mask
+
+    # ------------------------------------------------------------------ decoder
+    def check_latent(self, z: torch.Tensor | None, batch: int) -> None:
+        k = self.config.n_latent
+        if k == 1:
+            if z is not None and bool((z != 0).any()):
+                raise ValueError("this model has no latent variable (n_latent=1): pass z=None")
+            return
+        if z is None:
+            raise ValueError(f"this model has a latent variable with K={k} values: pass z (one per sentence)")
+        if z.shape != (batch,):
+            raise ValueError(f"z must have shape ({batch},), got {tuple(z.shape)}")
+        if bool(((z < 0) | (z >= k)).any()):
+            raise ValueError(f"latent index out of range: z must be in 0..{k - 1}, got {z.tolist()}")
+
+    def embed_target(self, tgt_in: torch.Tensor, z: torch.Tensor | None, start: int = 0) -> torch.Tensor:
+        """Embed decoder inputs at positions start.. ; at position 0 the latent replaces BOS."""
+        scale = math.sqrt(self.config.d_model)
+        x = self.tgt_emb(tgt_in) * scale
+        if self.latent is not None and start == 0:
+            x = torch.cat([self.latent(z)[:, None, :] * scale, x[:, 1:]], dim=1)
+        return self.drop(x + self.pe[start:start + tgt_in.shape[1]])
+
+    def decode(self, tgt_in, memory, mem_mask, z=None, cache=None, start: int = 0) -> torch.Tensor:
+        """Logits (B, T, V) for decoder inputs ``tgt_in`` (B, T) starting at position ``start``."""
+        if start + tgt_in.shape[1] > self.config.max_len + 1:
+            raise ValueError(f"target longer than the model's max_len {self.config.max_len}")
+        x = self.embed_target(tgt_in, z, start)
+        for i, layer in enumerate(self.decoder):
+            x = layer(x, memory, mem_mask, None if cache is None else cache[i])
+        x = self.dec_ln(x)
+        return x @ self.tgt_emb.weight.t() if self.proj is None else self.proj(x)
+
+    def forward(self, src, tgt_in, z=None) -> torch.Tensor:
+        self.check_latent(z, src.shape[0])
+        memory, mask = self.encode(src)
+        return self.decode(tgt_in, memory, mask, z)
+
+    def log_scores(self, logits: torch.Tensor) -> torch.Tensor:
+        """Per-token log scores that search maximises (log-softmax for this model)."""
+        return F.log_softmax(logits.float(), dim=-1)
+
+    def new_cache(self) -> list[dict]:
+        return [{} for _ in self.decoder]
+
+    # ------------------------------------------------------------------ scores
+    def sentence_nll(self, logits: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
+        """Summed token NLL per sentence (B,), pads ignored."""
+        nll = F.cross_entropy(logits.float().transpose(1, 2), tgt_out, ignore_index=PAD, reduction="none")
+        return nll.sum(dim=1)
+
+    @torch.no_grad()
+    def latent_nll(self, memory, mem_mask, tgt_in, tgt_out, chunk: int | None = None) -> torch.Tensor:
+        """NLL of every sentence under every latent value, (B, K), in one batched decoder pass:
+        the batch is stacked K times (z = 0..K-1), chunked over K if ``chunk`` is given."""
+        b, k = tgt_in.shape[0], self.config.n_latent
+        chunk = chunk or k
+        out = []
+        for lo in range(0, k, chunk):
+            zs = torch.arange(lo, min(k, lo + chunk), device=tgt_in.device)
+            n = len(zs)
+            logits = self.decode(tgt_in.repeat(n, 1), memory.repeat(n, 1, 1), mem_mask.repeat(n, 1, 1, 1),
+                                 zs.repeat_interleave(b) if self.latent is not None else None)
+            out.append(self.sentence_nll(logits, tgt_out.repeat(n, 1)).view(n, b).t())
+        return torch.cat(out, dim=1)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def shift_right(tgt: torch.Tensor) -> torch.Tensor:
+    """Decoder inputs for targets ``tgt`` (which end with EOS): BOS followed by tgt[:-1]."""
+    bos = torch.full_like(tgt[:, :1], BOS)
+    return torch.cat([bos, tgt[:, :-1]], dim=1)

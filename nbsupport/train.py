@@ -1,0 +1,242 @@
+"""Training: token-count batches, Adam with inverse-square-root warm-up, label smoothing,
+gradient clipping, bf16 autocast on GPU, validation each epoch, best checkpoint kept;
+the hard-EM step of Hard-MoE (seed 000 Algorithm 1); and the model cache.
+
+The model cache keys a trained model on everything that affects its weights (model and
+training configuration, the data's description, the seed, the package version): a
+notebook run twice, or a baseline shared by several notebooks, trains once. The finished
+model and, after every epoch, a resumable checkpoint are written atomically; an
+interrupted run resumes from its last epoch.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .cache import atomic_path, key_hash
+from .data.batching import pad_batch, token_batches
+from .data.vocab import PAD
+from .models.transformer import Transformer, TransformerConfig, shift_right
+from .paths import build_dir
+from .runtime import seed_everything
+
+E_STEP_MODES = ("eval", "train")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 10
+    max_tokens: int = 4096        # padded tokens per batch (source or target, the longer)
+    lr: float = 1e-3              # peak learning rate, reached after `warmup` steps
+    warmup: int = 300
+    label_smoothing: float = 0.0
+    clip_norm: float = 1.0
+    e_step_mode: str = "eval"     # Hard-MoE: "eval" = Algorithm 1; "train" = dropout in the E-step
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.e_step_mode not in E_STEP_MODES:
+            raise ValueError(f"unknown e_step_mode {self.e_step_mode!r}; valid: {', '.join(E_STEP_MODES)}")
+        if self.epochs < 1 or self.max_tokens < 1:
+            raise ValueError("epochs and max_tokens must be positive")
+
+
+@dataclass
+class Encoded:
+    """Token ids of parallel data: ``src[i]`` and ``tgt[i]`` (targets end with EOS), and
+    optionally each pair's latent label (the toy style), used only for analysis."""
+    src: list[list[int]]
+    tgt: list[list[int]]
+    labels: list[int] | None = None
+
+    @classmethod
+    def from_pairs(cls, pairs: Sequence[tuple[str, str]], src_vocab, tgt_vocab, labels=None) -> "Encoded":
+        return cls([src_vocab.encode(s) for s, _ in pairs], [tgt_vocab.encode(t) for _, t in pairs],
+                   None if labels is None else list(labels))
+
+    @classmethod
+    def from_split(cls, split, src_vocab, tgt_vocab, lang: str | None = None) -> "Encoded":
+        """Every (source, reference) pair of a corpus split, with the references' labels."""
+        labels = [l for ls in split.labels for l in ls]
+        return cls.from_pairs(split.pairs(lang), src_vocab, tgt_vocab,
+                              labels if all(isinstance(l, int) for l in labels) else None)
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def batches(self, max_tokens: int, shuffle: bool, seed: int, device):
+        """Yield (src, tgt_in, tgt_out) tensors of token-count batches."""
+        for idx in token_batches([len(s) for s in self.src], [len(t) for t in self.tgt], max_tokens,
+                                 shuffle=shuffle, seed=seed):
+            src = pad_batch([self.src[i] for i in idx]).to(device)
+            tgt = pad_batch([self.tgt[i] for i in idx]).to(device)
+            yield src, shift_right(tgt), tgt, idx
+
+
+@dataclass
+class History:
+    epochs: list[dict] = field(default_factory=list)   # per epoch: losses, usage, tokens/s, time
+    best_epoch: int = -1
+    best_valid: float = math.inf
+    train_seconds: float = 0.0
+
+
+def _autocast(device):
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return torch.autocast("cpu", enabled=False)
+
+
+# --------------------------------------------------------------------------- Hard-MoE
+def hard_em_assign(model: Transformer, src, tgt_in, tgt_out, e_step_mode: str = "eval") -> torch.Tensor:
+    """E-step of Hard-MoE (seed 000 Algorithm 1): the argmin over z of -log p(y | z, x) for
+    every sentence. The encoder runs once; the K latent values are scored in one batched
+    decoder pass without gradients. In "eval" mode dropout is off (the paper's fix); in
+    "train" mode dropout noise enters the choice (the failure of seed 000 section 5.4)."""
+    was_training = model.training
+    model.train(e_step_mode == "train")
+    with torch.no_grad(), _autocast(src.device):
+        memory, mask = model.encode(src)
+        nll = model.latent_nll(memory, mask, tgt_in, tgt_out)        # (B, K)
+    model.train(was_training)
+    return nll.argmin(dim=1)
+
+
+def token_loss(model: Transformer, src, tgt_in, tgt_out, z, label_smoothing: float) -> tuple[torch.Tensor, int]:
+    """Mean token cross-entropy (train-mode forward); returns (loss, number of target tokens)."""
+    logits = model(src, tgt_in, z)
+    loss = F.cross_entropy(logits.float().transpose(1, 2), tgt_out, ignore_index=PAD,
+                           label_smoothing=label_smoothing)
+    return loss, int((tgt_out != PAD).sum())
+
+
+@torch.no_grad()
+def evaluate_loss(model: Transformer, data: Encoded, max_tokens: int, device) -> float:
+    """Validation NLL per target token; for a latent model, of the best z of each sentence."""
+    model.eval()
+    total, tokens = 0.0, 0
+    for src, tgt_in, tgt_out, _ in data.batches(max_tokens, shuffle=False, seed=0, device=device):
+        with _autocast(device):
+            memory, mask = model.encode(src)
+            if model.config.n_latent > 1:
+                nll = model.latent_nll(memory, mask, tgt_in, tgt_out).min(dim=1).values
+            else:
+                nll = model.sentence_nll(model.decode(tgt_in, memory, mask), tgt_out)
+        total += float(nll.sum())
+        tokens += int((tgt_out != PAD).sum())
+    return total / max(tokens, 1)
+
+
+# --------------------------------------------------------------------------- the loop
+def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: TrainConfig, device,
+          checkpoint: Path | None = None, progress: bool = True) -> History:
+    """Train ``model`` in place; keep the weights of the best validation epoch.
+
+    With ``n_latent`` K > 1 every step is Algorithm 1: E-step (hard_em_assign), then a
+    train-mode forward/backward with the chosen z. ``checkpoint``: a file to resume from and
+    to save to after every epoch.
+    """
+    model.to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
+    inv_sqrt = lambda step: min((step + 1) / cfg.warmup, math.sqrt(cfg.warmup / (step + 1)))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, inv_sqrt)
+    history, start_epoch, best_state = History(), 0, None
+    if checkpoint is not None and checkpoint.exists():
+        state = torch.load(checkpoint, map_location=device, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        history, start_epoch, best_state = state["history"], state["epoch"] + 1, state["best_state"]
+        print(f"resuming from epoch {start_epoch} ({checkpoint.name})")
+    k = model.config.n_latent
+    for epoch in range(start_epoch, cfg.epochs):
+        seed_everything(cfg.seed * 1000 + epoch)
+        model.train()
+        t0, tokens, loss_sum = time.time(), 0, 0.0
+        usage = torch.zeros(k, dtype=torch.long)
+        n_labels = 1 + max(train_data.labels) if train_data.labels else 0
+        confusion = torch.zeros(k, max(n_labels, 1), dtype=torch.long)   # latent x true label
+        batches = list(train_data.batches(cfg.max_tokens, shuffle=True, seed=cfg.seed * 1000 + epoch, device=device))
+        bar = tqdm(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress, leave=False)
+        for src, tgt_in, tgt_out, idx in bar:
+            z = None
+            if k > 1:
+                z = hard_em_assign(model, src, tgt_in, tgt_out, cfg.e_step_mode)
+                usage += torch.bincount(z.cpu(), minlength=k)
+                if n_labels:
+                    confusion.index_put_((z.cpu(), torch.tensor([train_data.labels[i] for i in idx])),
+                                         torch.ones(len(idx), dtype=torch.long), accumulate=True)
+            with _autocast(device):
+                loss, n_tok = token_loss(model, src, tgt_in, tgt_out, z, cfg.label_smoothing)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+            opt.step()
+            sched.step()
+            tokens += n_tok
+            loss_sum += float(loss.detach()) * n_tok
+            bar.set_postfix(loss=f"{loss_sum / tokens:.3f}")
+        seconds = time.time() - t0
+        valid = evaluate_loss(model, valid_data, cfg.max_tokens, device)
+        history.train_seconds += seconds
+        history.epochs.append({"epoch": epoch + 1, "train_loss": loss_sum / max(tokens, 1), "valid_nll": valid,
+                               "seconds": seconds, "tokens_per_s": tokens / seconds,
+                               "usage": usage.tolist() if k > 1 else None,
+                               "latent_by_label": confusion.tolist() if k > 1 and n_labels else None})
+        if valid < history.best_valid:
+            history.best_valid, history.best_epoch = valid, epoch + 1
+            best_state = {n: p.detach().clone() for n, p in model.state_dict().items()}
+        if progress:
+            usage_txt = f", expert usage {usage.tolist()}" if k > 1 else ""
+            print(f"epoch {epoch + 1:2d}: train {loss_sum / max(tokens, 1):.3f}, valid NLL/token {valid:.3f}, "
+                  f"{tokens / seconds:,.0f} tok/s{usage_txt}")
+        if checkpoint is not None:
+            with atomic_path(checkpoint) as tmp:
+                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                            "history": history, "epoch": epoch, "best_state": best_state}, tmp)
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    return history
+
+
+# --------------------------------------------------------------------------- the cache
+def models_dir() -> Path:
+    return build_dir() / "models"
+
+
+def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfig, data_key: dict,
+                  train_data: Encoded, valid_data: Encoded, device, progress: bool = True):
+    """Return (model, history): loaded from the cache if this exact model was trained before,
+    else trained (resuming an interrupted run) and cached.
+
+    ``data_key`` must describe the data completely (data set, its configuration and split,
+    vocabularies): it is part of the cache key, with both configurations and the package
+    version."""
+    key = {"model": model_cfg.to_dict(), "train": asdict(train_cfg), "data": data_key}
+    path = models_dir() / f"{name}-{key_hash(key)}.pt"
+    model = Transformer(model_cfg)
+    if path.exists():
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=False)
+            model.load_state_dict(state["model"])
+            print(f"loaded cached model {path.name} (trained in {state['history'].train_seconds:.0f} s)")
+            return model.to(device).eval(), state["history"]
+        except Exception as err:  # corrupt: rebuild
+            print(f"cache: retraining {path.name} ({type(err).__name__}: {err})")
+            path.unlink()
+    seed_everything(train_cfg.seed)
+    model = Transformer(model_cfg)       # same initial weights for the same seed
+    partial = path.with_suffix(".partial.pt")
+    history = train(model, train_data, valid_data, train_cfg, device, checkpoint=partial, progress=progress)
+    with atomic_path(path) as tmp:
+        torch.save({"model": model.state_dict(), "history": history, "key": key}, tmp)
+    partial.unlink(missing_ok=True)
+    return model, history
