@@ -143,6 +143,7 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
     train-mode forward/backward with the chosen z. ``checkpoint``: a file to resume from and
     to save to after every epoch.
     """
+    device = torch.device(device)
     model.to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
     inv_sqrt = lambda step: min((step + 1) / cfg.warmup, math.sqrt(cfg.warmup / (step + 1)))

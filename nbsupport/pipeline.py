@@ -1,0 +1,71 @@
+"""From a data set to a trained, cached model in two calls, the same way in every notebook.
+
+``task = toy_task(cfg, seed, ambiguity="low")`` builds the corpus, its vocabularies and the
+encoded training and validation data; ``train_model(task, cfg, n_latent=4, ...)`` returns a
+model from the cache, or trains it there.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from .data import bible
+from .data.synthetic import Corpus, ToyConfig, toy, toy_trilingual
+from .data.vocab import WordVocab, train_sentencepiece
+from .models.transformer import TransformerConfig
+from .profiles import Profile
+from .train import Encoded, TrainConfig, train_or_load
+
+
+@dataclass
+class Task:
+    name: str
+    corpus: Corpus
+    src_vocab: object
+    tgt_vocab: object
+    train: Encoded
+    valid: Encoded
+    key: dict          # a complete description of the data, for the model cache
+    model_sizes: dict
+    training: dict
+    src_lang: str | None = None
+
+
+def toy_task(cfg: Profile, seed: int = 0, trilingual: bool = False, src_lang: str | None = None,
+             **toy_kwargs) -> Task:
+    """The toy task at the profile's size; ``toy_kwargs`` go to :class:`ToyConfig`."""
+    tc = ToyConfig(n_train=cfg.toy_train, n_dev=cfg.toy_test, n_test=cfg.toy_test, seed=seed)
+    tc = replace(tc, **toy_kwargs) if not trilingual else replace(tc, n_styles=1, **toy_kwargs)
+    corpus = (toy_trilingual if trilingual else toy)(tc)
+    lang = src_lang or next(iter(corpus.train.sources))
+    src_vocab = WordVocab.build(corpus.train.sources[lang])
+    tgt_vocab = WordVocab.build(r for rs in corpus.train.refs for r in rs)
+    key = {"dataset": corpus.name, "config": asdict(tc), "src_lang": lang}
+    return Task(corpus.name, corpus, src_vocab, tgt_vocab,
+                Encoded.from_split(corpus.train, src_vocab, tgt_vocab, lang),
+                Encoded.from_split(corpus.dev, src_vocab, tgt_vocab, lang),
+                key, cfg.toy_model, cfg.toy_training, lang)
+
+
+def bible_task(cfg: Profile, src: str = "e", targets=bible.ENGLISH_REFERENCES) -> Task:
+    """The Bible, ``src`` -> English, every target version a separate training pair
+    (seed 000 section 5.1), sentencepiece vocabularies trained on the training books."""
+    corpus = bible.corpus(sources=(src,), targets=targets, test_limit=cfg.bible_test)
+    train_src = corpus.train.sources[src][:cfg.spm_sentences]
+    train_tgt = [r for rs in corpus.train.refs[:cfg.spm_sentences] for r in rs]
+    src_vocab = train_sentencepiece(train_src, cfg.spm_vocab, name=f"spm-{src}")
+    tgt_vocab = train_sentencepiece(train_tgt, cfg.spm_vocab, name="spm-" + "".join(targets))
+    key = {"dataset": "bible", "src": src, "targets": list(targets), "spm": [src_vocab.path.name, tgt_vocab.path.name],
+           "verses": len(corpus.train)}
+    return Task("bible", corpus, src_vocab, tgt_vocab,
+                Encoded.from_split(corpus.train, src_vocab, tgt_vocab, src),
+                Encoded.from_split(corpus.dev, src_vocab, tgt_vocab, src),
+                key, cfg.bible_model, cfg.bible_training, src)
+
+
+def train_model(task: Task, name: str, device, n_latent: int = 1, seed: int = 0, progress: bool = True,
+                model_overrides: dict | None = None, training_overrides: dict | None = None):
+    """A cached model for ``task`` (sizes and training from the profile, overrides on top)."""
+    mc = TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), n_latent=n_latent,
+                           **{**task.model_sizes, **(model_overrides or {})})
+    tc = TrainConfig(seed=seed, **{**task.training, **(training_overrides or {})})
+    return train_or_load(f"{task.name}-{name}", mc, tc, task.key, task.train, task.valid, device, progress)
