@@ -19,9 +19,9 @@ def quality_diversity(points: Mapping[str, tuple[float, float]], human: tuple[fl
     """Seed 000 Fig. 2 / Shen Fig. 2: pairwise BLEU, reversed (right = more diverse), against a
     quality BLEU. ``points`` maps a system to (pairwise BLEU, quality BLEU)."""
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5.5, 4))
-    for name, (pw, q) in points.items():
+    for i, (name, (pw, q)) in enumerate(points.items()):
         ax.scatter(pw, q, s=60, zorder=3)
-        ax.annotate(name, (pw, q), textcoords="offset points", xytext=(6, 4))
+        ax.annotate(name, (pw, q), textcoords="offset points", xytext=(6, 6 if i % 2 == 0 else -12))
     if human is not None:
         ax.scatter(*human, marker="*", s=250, color="crimson", zorder=4, label="human")
         ax.legend(loc="lower left")

@@ -43,7 +43,7 @@ PROFILES = {
     "ci": Profile("ci", 90, toy_train=2000, toy_test=50, bible_test=60, spm_vocab=2000,
                   spm_sentences=3000, uses_bible_training=False,
                   toy_model=dict(d_model=64, n_heads=4, d_ff=128, enc_layers=1, dec_layers=1, dropout=0.1),
-                  toy_training=dict(epochs=2, max_tokens=1024, lr=2e-3, warmup=50),
+                  toy_training=dict(epochs=8, max_tokens=1024, lr=2e-3, warmup=50),
                   bible_model=dict(d_model=64, n_heads=4, d_ff=128, enc_layers=1, dec_layers=1, dropout=0.1),
                   bible_training=dict(epochs=1, max_tokens=2048, lr=2e-3, warmup=50)),
     "lab": Profile("lab", 600, toy_train=20000, toy_test=200, bible_test=None, spm_vocab=8000,

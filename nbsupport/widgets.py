@@ -12,6 +12,8 @@ from typing import Callable
 
 def _default(control):
     """The default value of a control spec: list -> first item, (lo, hi[, step]) -> lo, else itself."""
+    if hasattr(control, "value"):          # an ipywidgets control
+        return control.value
     if isinstance(control, list):
         return control[0]
     if isinstance(control, tuple):
@@ -49,6 +51,15 @@ def explore(render: Callable, interactive: bool = True, **controls):
         def view(**kwargs):
             _show(render(**kwargs))
 
-        w.interact(view, **{k: (w.fixed(v) if not isinstance(v, (list, tuple, bool)) else v)
+        w.interact(view, **{k: (w.fixed(v) if not isinstance(v, (list, tuple, bool, w.Widget)) else v)
                             for k, v in controls.items()})
     return None
+
+
+def toggles(options, description: str = ""):
+    """Toggle buttons (one per option); a plain list when ipywidgets is missing."""
+    try:
+        import ipywidgets as w
+    except ImportError:
+        return list(options)
+    return w.ToggleButtons(options=list(options), description=description)

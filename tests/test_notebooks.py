@@ -52,7 +52,19 @@ EXPECTED = {
         r["toy"]["strong"]["high"]["entropy_nats"] >= 10,
         r["spm"]["en"]["unk rate %"] < 1,
     ],
+    "02_hard_moe": lambda r: [
+        r["profile"] == "ci",
+        *(0 <= r["toy"][s][m] <= 100 + 1e-6 for s in SYSTEMS for m in ("pairwise_bleu", "avg_oracle_bleu", "multi_ref_bleu")),
+        *(1 <= r["toy"][s]["coverage"] <= 4 for s in SYSTEMS),
+        0.25 <= r["toy"]["hard_moe"]["purity"] <= 1,
+        sum(map(sum, r["toy"]["hard_moe"]["confusion"])) == 4 * 50,      # K hypotheses x ci test sources
+        r["train_seconds"]["baseline"] > 0 and r["train_seconds"]["hard_moe"] > 0,
+        # the human point: the test references against each other
+        r["toy"]["human"]["coverage"] == 4 and 20 < r["toy"]["human"]["pairwise_bleu"] < 45,
+        set(r["claims"]) and "bible" not in r,
+    ],
 }
+SYSTEMS = ("beam", "sampling", "topk", "diverse_beam", "hard_moe")
 
 
 @pytest.mark.notebook
