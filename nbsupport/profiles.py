@@ -27,6 +27,7 @@ class Profile:
     toy_training: dict = field(default_factory=dict)  # TrainConfig for the toy tasks
     bible_model: dict = field(default_factory=dict)
     bible_training: dict = field(default_factory=dict)
+    bible_train: int | None = None                    # training verses (None: all)
 
     def __str__(self) -> str:
         return f"profile {self.name!r} (budget {self.budget_s} s)"
