@@ -19,6 +19,18 @@ _TOKEN = re.compile(r"\.\.\.|\w+|[^\w\s]")
 _NO_SPACE_BEFORE = {",", ".", "!", ";", ":", "?", "..."}
 
 
+def content_ids(ids: Iterable[int]) -> list[int]:
+    """The ids up to the first EOS, without PAD and BOS."""
+    out = []
+    for i in ids:
+        i = int(i)
+        if i == EOS:
+            break
+        if i not in (PAD, BOS):
+            out.append(i)
+    return out
+
+
 class WordVocab:
     """Words and punctuation marks as tokens (the toy task has a closed vocabulary)."""
     pad, bos, eos, unk = PAD, BOS, EOS, UNK
@@ -45,12 +57,7 @@ class WordVocab:
 
     def decode(self, ids: Iterable[int]) -> str:
         out = []
-        for i in ids:
-            i = int(i)
-            if i == EOS:
-                break
-            if i in (PAD, BOS):
-                continue
+        for i in content_ids(ids):
             tok = self.itos[i] if 0 <= i < len(self.itos) else SPECIALS[UNK]
             if out and tok in _NO_SPACE_BEFORE:
                 out[-1] += tok
@@ -79,14 +86,7 @@ class SpmVocab:
         return ids + [EOS] if add_eos else ids
 
     def decode(self, ids: Iterable[int]) -> str:
-        out = []
-        for i in ids:
-            i = int(i)
-            if i == EOS:
-                break
-            if i not in (PAD, BOS):
-                out.append(i)
-        return self.sp.decode(out)
+        return self.sp.decode(content_ids(ids))
 
 
 def train_sentencepiece(texts: Sequence[str], vocab_size: int, model_type: str = "unigram",
