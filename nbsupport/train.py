@@ -39,6 +39,7 @@ class TrainConfig:
     label_smoothing: float = 0.0
     clip_norm: float = 1.0
     e_step_mode: str = "eval"     # Hard-MoE: "eval" = Algorithm 1; "train" = dropout in the E-step
+    e_step_chunk: int | None = None  # score at most this many latent values per decoder pass (memory)
     seed: int = 0
 
     def __post_init__(self):
@@ -95,7 +96,8 @@ def _autocast(device):
 
 
 # --------------------------------------------------------------------------- Hard-MoE
-def hard_em_assign(model: Transformer, src, tgt_in, tgt_out, e_step_mode: str = "eval") -> torch.Tensor:
+def hard_em_assign(model: Transformer, src, tgt_in, tgt_out, e_step_mode: str = "eval",
+                   chunk: int | None = None) -> torch.Tensor:
     """E-step of Hard-MoE (seed 000 Algorithm 1): the argmin over z of -log p(y | z, x) for
     every sentence. The encoder runs once; the K latent values are scored in one batched
     decoder pass without gradients. In "eval" mode dropout is off (the paper's fix); in
@@ -104,7 +106,7 @@ def hard_em_assign(model: Transformer, src, tgt_in, tgt_out, e_step_mode: str = 
     model.train(e_step_mode == "train")
     with torch.no_grad(), _autocast(src.device):
         memory, mask = model.encode(src)
-        nll = model.latent_nll(memory, mask, tgt_in, tgt_out)        # (B, K)
+        nll = model.latent_nll(memory, mask, tgt_in, tgt_out, chunk)  # (B, K)
     model.train(was_training)
     return nll.argmin(dim=1)
 
@@ -169,7 +171,7 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
         for src, tgt_in, tgt_out, idx in bar:
             z = None
             if k > 1:
-                z = hard_em_assign(model, src, tgt_in, tgt_out, cfg.e_step_mode)
+                z = hard_em_assign(model, src, tgt_in, tgt_out, cfg.e_step_mode, cfg.e_step_chunk)
                 usage += torch.bincount(z.cpu(), minlength=k)
                 if n_labels:
                     confusion.index_put_((z.cpu(), torch.tensor([train_data.labels[i] for i in idx])),

@@ -138,6 +138,7 @@ def test_batched_estep_equals_separate_passes():
         assert torch.allclose(batched[:, z], model.sentence_nll(logits, tgt), atol=1e-4)
     assert torch.allclose(batched, chunked, atol=1e-5)
     assert torch.equal(hard_em_assign(model, src, tgt_in, tgt), batched.argmin(1))
+    assert torch.equal(hard_em_assign(model, src, tgt_in, tgt, chunk=2), batched.argmin(1))
 
 
 def test_estep_mode_eval_ignores_dropout():
