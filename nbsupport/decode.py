@@ -76,7 +76,7 @@ class TableStepper:
         return self
 
     def __call__(self, prefix: torch.Tensor) -> torch.Tensor:
-        return torch.tensor([list(self.fn(row)) for row in prefix.tolist()], dtype=torch.float32)
+        return torch.tensor([list(self.fn(row)) for row in prefix.tolist()], dtype=torch.float64)
 
     def reorder(self, index: torch.Tensor) -> None:
         pass
@@ -154,7 +154,7 @@ def beam_search(stepper, batch: int, beam: int, max_len: int | Sequence[int], n_
     limits = torch.as_tensor(max_len if not isinstance(max_len, int) else [max_len] * batch, device=dev)
     stepper.expand(beam)                                   # row = (source, group, slot)
     prefix = torch.full((batch * beam, 1), BOS, dtype=torch.long, device=dev)
-    live = torch.full((batch, groups, width), float("-inf"), device=dev)
+    live = torch.full((batch, groups, width), float("-inf"), device=dev, dtype=torch.float64)  # running scores
     live[:, :, 0] = 0.0                                    # the other slots would duplicate slot 0
     finished: list[list[list[Hypothesis]]] = [[[] for _ in range(groups)] for _ in range(batch)]
     closed = [[False] * groups for _ in range(batch)]
@@ -167,7 +167,7 @@ def beam_search(stepper, batch: int, beam: int, max_len: int | Sequence[int], n_
             forced = torch.full_like(logp, float("-inf"))
             forced[..., EOS] = logp[..., EOS]
             logp = torch.where(force_end[:, None, None, None], forced, logp)
-        chosen = torch.zeros(batch, n_vocab, device=dev)   # tokens picked at this step, for diversity
+        chosen = torch.zeros(batch, n_vocab, device=dev, dtype=torch.float64)  # picked at this step
         new_index = [[0] * width for _ in range(batch * groups)]
         new_tokens = [[PAD] * width for _ in range(batch * groups)]
         new_live = [[float("-inf")] * width for _ in range(batch * groups)]
@@ -207,13 +207,13 @@ def beam_search(stepper, batch: int, beam: int, max_len: int | Sequence[int], n_
                     new_live[row] = [float("-inf")] * width
             if picked_b:
                 chosen.index_put_((torch.tensor(picked_b, device=dev), torch.tensor(picked_w, device=dev)),
-                                  torch.ones(len(picked_b), device=dev), accumulate=True)
+                                  torch.ones(len(picked_b), device=dev, dtype=torch.float64), accumulate=True)
         if all(all(c) for c in closed):
             break
         index = torch.tensor(new_index, device=dev).view(-1)
         stepper.reorder(index)
         prefix = torch.cat([prefix[index], torch.tensor(new_tokens, device=dev).view(-1, 1)], dim=1)
-        live = torch.tensor(new_live, device=dev).view(batch, groups, width)
+        live = torch.tensor(new_live, device=dev, dtype=torch.float64).view(batch, groups, width)
     out = []
     for b in range(batch):
         per_group = [sorted(f, key=lambda h: h.normalized, reverse=True) for f in finished[b]]

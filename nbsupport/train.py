@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .cache import atomic_path, key_hash
 from .data.batching import pad_batch, token_batches
 from .data.vocab import PAD
+from .losses import cross_entropy_loss, scones_loss
 from .models.transformer import Transformer, TransformerConfig, shift_right
 from .paths import build_dir
 from .runtime import seed_everything
@@ -37,6 +37,7 @@ class TrainConfig:
     lr: float = 1e-3              # peak learning rate, reached after `warmup` steps
     warmup: int = 300
     label_smoothing: float = 0.0
+    scones_alpha: float = 1.0     # SCONES models only: weight of the negative loss (eq. 6)
     clip_norm: float = 1.0
     e_step_mode: str = "eval"     # Hard-MoE: "eval" = Algorithm 1; "train" = dropout in the E-step
     e_step_chunk: int | None = None  # score at most this many latent values per decoder pass (memory)
@@ -111,17 +112,26 @@ def hard_em_assign(model: Transformer, src, tgt_in, tgt_out, e_step_mode: str = 
     return nll.argmin(dim=1)
 
 
-def token_loss(model: Transformer, src, tgt_in, tgt_out, z, label_smoothing: float) -> tuple[torch.Tensor, int]:
-    """Mean token cross-entropy (train-mode forward); returns (loss, number of target tokens)."""
+def objective(model: Transformer, logits, tgt_out, label_smoothing: float = 0.0, alpha: float = 1.0,
+              reduction: str = "mean") -> torch.Tensor:
+    """The model's training loss: cross-entropy for softmax models, SCONES for SCONES models."""
+    if model.config.output == "scones":
+        return scones_loss(logits, tgt_out, pad_id=PAD, alpha=alpha, label_smoothing=label_smoothing,
+                           reduction=reduction)
+    return cross_entropy_loss(logits, tgt_out, pad_id=PAD, label_smoothing=label_smoothing, reduction=reduction)
+
+
+def token_loss(model: Transformer, src, tgt_in, tgt_out, z, cfg: "TrainConfig") -> tuple[torch.Tensor, int]:
+    """Mean token loss of a train-mode forward; returns (loss, number of target tokens)."""
     logits = model(src, tgt_in, z)
-    loss = F.cross_entropy(logits.float().transpose(1, 2), tgt_out, ignore_index=PAD,
-                           label_smoothing=label_smoothing)
+    loss = objective(model, logits, tgt_out, cfg.label_smoothing, cfg.scones_alpha)
     return loss, int((tgt_out != PAD).sum())
 
 
 @torch.no_grad()
-def evaluate_loss(model: Transformer, data: Encoded, max_tokens: int, device) -> float:
-    """Validation NLL per target token; for a latent model, of the best z of each sentence."""
+def evaluate_loss(model: Transformer, data: Encoded, max_tokens: int, device, alpha: float = 1.0) -> float:
+    """Validation loss per target token: the NLL (for a latent model, of the best z of each
+    sentence), or for a SCONES model the SCONES loss with its training alpha."""
     model.eval()
     total, tokens = 0.0, 0
     for src, tgt_in, tgt_out, _ in data.batches(max_tokens, shuffle=False, seed=0, device=device):
@@ -129,6 +139,8 @@ def evaluate_loss(model: Transformer, data: Encoded, max_tokens: int, device) ->
             memory, mask = model.encode(src)
             if model.config.n_latent > 1:
                 nll = model.latent_nll(memory, mask, tgt_in, tgt_out).min(dim=1).values
+            elif model.config.output == "scones":
+                nll = objective(model, model.decode(tgt_in, memory, mask), tgt_out, alpha=alpha, reduction="sum")
             else:
                 nll = model.sentence_nll(model.decode(tgt_in, memory, mask), tgt_out)
         total += float(nll.sum())
@@ -177,7 +189,7 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
                     confusion.index_put_((z.cpu(), torch.tensor([train_data.labels[i] for i in idx])),
                                          torch.ones(len(idx), dtype=torch.long), accumulate=True)
             with _autocast(device):
-                loss, n_tok = token_loss(model, src, tgt_in, tgt_out, z, cfg.label_smoothing)
+                loss, n_tok = token_loss(model, src, tgt_in, tgt_out, z, cfg)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
@@ -187,7 +199,7 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
             loss_sum += float(loss.detach()) * n_tok
             bar.set_postfix(loss=f"{loss_sum / tokens:.3f}")
         seconds = time.time() - t0
-        valid = evaluate_loss(model, valid_data, cfg.max_tokens, device)
+        valid = evaluate_loss(model, valid_data, cfg.max_tokens, device, cfg.scones_alpha)
         history.train_seconds += seconds
         history.epochs.append({"epoch": epoch + 1, "train_loss": loss_sum / max(tokens, 1), "valid_nll": valid,
                                "seconds": seconds, "tokens_per_s": tokens / seconds,

@@ -19,6 +19,9 @@ import torch.nn.functional as F
 from ..data.vocab import BOS, PAD
 
 
+OUTPUTS = ("softmax", "scones")
+
+
 @dataclass(frozen=True)
 class TransformerConfig:
     src_vocab: int
@@ -32,8 +35,11 @@ class TransformerConfig:
     max_len: int = 256            # longest source or target, in tokens
     n_latent: int = 1             # K: 1 = plain baseline; K > 1 = latent table replacing BOS
     tie_embeddings: bool = True   # decoder input embedding = output projection
+    output: str = "softmax"       # "softmax" or "scones" (one sigmoid per token, Stahlberg & Kumar 2022)
 
     def __post_init__(self):
+        if self.output not in OUTPUTS:
+            raise ValueError(f"unknown output {self.output!r}; valid outputs: {', '.join(OUTPUTS)}")
         if self.n_latent < 1:
             raise ValueError(f"n_latent (K) must be >= 1 (1 = no latent), got {self.n_latent}")
         if self.d_model % self.n_heads:
@@ -203,7 +209,10 @@ class Transformer(nn.Module):
         return self.decode(tgt_in, memory, mask, z)
 
     def log_scores(self, logits: torch.Tensor) -> torch.Tensor:
-        """Per-token log scores that search maximises (log-softmax for this model)."""
+        """Per-token log scores (<= 0) that every search maximises: log-softmax for softmax
+        models, log-sigmoid for SCONES models (Stahlberg & Kumar eq. 9)."""
+        if self.config.output == "scones":
+            return F.logsigmoid(logits.float())
         return F.log_softmax(logits.float(), dim=-1)
 
     def new_cache(self) -> list[dict]:
@@ -211,9 +220,10 @@ class Transformer(nn.Module):
 
     # ------------------------------------------------------------------ scores
     def sentence_nll(self, logits: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
-        """Summed token NLL per sentence (B,), pads ignored."""
-        nll = F.cross_entropy(logits.float().transpose(1, 2), tgt_out, ignore_index=PAD, reduction="none")
-        return nll.sum(dim=1)
+        """Minus the summed log score of each target sentence (B,), pads ignored: the NLL for
+        softmax models, -sum log sigma(f_y) for SCONES models."""
+        scores = self.log_scores(logits).gather(-1, tgt_out.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        return -(scores * (tgt_out != PAD)).sum(dim=1)
 
     @torch.no_grad()
     def latent_nll(self, memory, mem_mask, tgt_in, tgt_out, chunk: int | None = None) -> torch.Tensor:

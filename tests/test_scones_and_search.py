@@ -1,0 +1,144 @@
+"""SCONES loss against the paper's equations; exact search against brute force."""
+import itertools
+import math
+import random
+
+import pytest
+import torch
+
+from nbsupport.decode import TableStepper, beam_search
+from nbsupport.losses import cross_entropy_loss, scones_loss
+from nbsupport.search import exact_search, sequence_score
+
+PAD = 0
+
+
+def reference_scones(logits, targets, alpha, lam):
+    """Eqs. 6-8 with label smoothing (eqs. 11-12), one token at a time, in float64 Python."""
+    sig = lambda x: 1 / (1 + math.exp(-x))
+    out = []
+    for row_l, row_t in zip(logits.tolist(), targets.tolist()):
+        row = []
+        for f, y in zip(row_l, row_t):
+            if y == PAD:
+                row.append(0.0)
+                continue
+            p = sig(f[y])
+            pos = -(1 - lam) * math.log(p) - lam * math.log(1 - p)
+            neg = -sum((1 - lam) * math.log(1 - sig(fw)) + lam * math.log(sig(fw))
+                       for w, fw in enumerate(f) if w != y)
+            row.append(pos + alpha * neg)
+        out.append(row)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("alpha, lam", [(1.0, 0.0), (0.2, 0.0), (0.5, 0.1), (1.0, 0.3)])
+def test_scones_loss_matches_the_equations(alpha, lam):
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, 9, dtype=torch.float64) * 3
+    targets = torch.randint(1, 9, (3, 5))
+    targets[0, 3:] = PAD
+    ref = reference_scones(logits, targets, alpha, lam)
+    per_token = scones_loss(logits, targets, pad_id=PAD, alpha=alpha, label_smoothing=lam, reduction="none")
+    assert per_token.shape == targets.shape
+    assert torch.allclose(per_token.double(), ref, atol=1e-5)
+    mean = scones_loss(logits, targets, pad_id=PAD, alpha=alpha, label_smoothing=lam)
+    assert mean.item() == pytest.approx(ref.sum().item() / int((targets != PAD).sum()), rel=1e-5)
+
+
+def test_scones_loss_is_stable_for_extreme_logits():
+    logits = torch.tensor([[[80.0, -80.0, 0.0, 40.0]]])
+    loss = scones_loss(logits, torch.tensor([[1]]), pad_id=PAD, alpha=1.0)
+    # gold logit -80: -log sigma(-80) = 80; negatives: softplus(80) + softplus(0) + softplus(40)
+    assert torch.isfinite(loss) and loss.item() == pytest.approx(80 + 80 + math.log(2) + 40, rel=1e-6)
+
+
+def test_scones_gradient_gradcheck_and_closed_form():
+    torch.manual_seed(1)
+    logits = torch.randn(2, 3, 6, dtype=torch.float64, requires_grad=True)
+    targets = torch.tensor([[1, 2, PAD], [3, 4, 5]])
+    assert torch.autograd.gradcheck(
+        lambda x: scones_loss(x, targets, pad_id=PAD, alpha=0.5, label_smoothing=0.1, reduction="sum"), (logits,))
+    # d/df: sigma(f) - (1 - lam) at the gold token, alpha * (sigma(f) - lam) elsewhere
+    loss = scones_loss(logits, targets, pad_id=PAD, alpha=0.5, label_smoothing=0.1, reduction="sum")
+    (grad,) = torch.autograd.grad(loss, logits)
+    s = torch.sigmoid(logits.detach())
+    expected = 0.5 * (s - 0.1)
+    gold = torch.nn.functional.one_hot(targets, 6).bool()
+    expected[gold] = (s - 0.9)[gold]
+    expected[targets == PAD] = 0
+    assert torch.allclose(grad, expected, atol=1e-10)
+
+
+def test_cross_entropy_interface():
+    logits = torch.randn(2, 3, 5)
+    targets = torch.tensor([[1, 2, PAD], [3, 4, 1]])
+    ref = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD)
+    assert cross_entropy_loss(logits, targets, pad_id=PAD).item() == pytest.approx(ref.item(), rel=1e-6)
+    with pytest.raises(ValueError, match="valid"):
+        scones_loss(logits, targets, pad_id=PAD, reduction="avg")
+
+
+# ------------------------------------------------------------------------ exact search
+V, EOS_ID, BOS_ID = 5, 2, 1  # tokens 3, 4 are words; 0 pad and 1 bos are never good
+
+
+def random_table(seed, ties=False):
+    rng = random.Random(seed)
+    memo = {}
+
+    def fn(prefix):
+        key = tuple(prefix)
+        if key not in memo:
+            raw = [rng.choice([1.0, 2.0]) if ties else rng.random() + 0.01 for _ in range(V)]
+            raw[0] = raw[1] = 1e-6
+            total = sum(raw)
+            memo[key] = [math.log(r / total) for r in raw]
+        return memo[key]
+    return fn
+
+
+def brute_force(fn, max_len):
+    best, best_seq = -math.inf, None
+    for n in range(1, max_len + 1):
+        for body in itertools.product([3, 4], repeat=n - 1):
+            seq = list(body) + [EOS_ID]
+            s = sequence_score(fn, seq, bos=BOS_ID)
+            if s > best:
+                best, best_seq = s, seq
+    return best_seq, best
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("ties", [False, True])
+def test_exact_search_equals_brute_force(seed, ties):
+    fn = random_table(seed, ties)
+    seq, score = brute_force(fn, 6)
+    res = exact_search(fn, bos=BOS_ID, eos=EOS_ID, max_len=6)
+    assert res.proven and res.score == pytest.approx(score, abs=1e-9)
+    assert sequence_score(fn, res.tokens, bos=BOS_ID) == pytest.approx(score, abs=1e-9)
+    # seeded with a beam search result: same optimum, never worse than the beam
+    (beam,), = beam_search(TableStepper(fn), 1, beam=2, max_len=6)
+    assert beam.score <= res.score + 1e-9
+    seeded = exact_search(fn, bos=BOS_ID, eos=EOS_ID, max_len=6, lower_bound=(beam.tokens, beam.score))
+    assert seeded.proven and seeded.score == pytest.approx(score, abs=1e-9)
+    assert seeded.expansions <= res.expansions
+
+
+def test_exact_search_budget_reports_unproven():
+    # at the root EOS has probability 0.2 and each word 0.4: after one expansion the best
+    # complete hypothesis is [EOS] (log 0.2) but both word branches (log 0.4) could still win
+    fn = lambda prefix: [math.log(p) for p in (1e-9, 1e-9, 0.2, 0.4, 0.4)]
+    res = exact_search(fn, bos=BOS_ID, eos=EOS_ID, max_len=5, max_expansions=1)
+    assert not res.proven and res.expansions == 1
+    assert res.tokens == [EOS_ID] and res.score == pytest.approx(math.log(0.2))
+    assert exact_search(fn, bos=BOS_ID, eos=EOS_ID, max_len=5).proven
+
+
+def test_beam_search_score_never_above_exact():
+    for seed in range(8):
+        fn = random_table(100 + seed)
+        exact = exact_search(fn, bos=BOS_ID, eos=EOS_ID, max_len=7)
+        for beam in (1, 2, 4):
+            (hyp,), = beam_search(TableStepper(fn), 1, beam=beam, max_len=7)
+            assert hyp.score <= exact.score + 1e-9
