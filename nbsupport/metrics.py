@@ -61,6 +61,22 @@ def corpus_bleu(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str
     return _CORPUS.corpus_score(list(hyps), streams).score
 
 
+def bleu_and_length(hyps: Sequence[str], refs: Sets) -> dict[str, float]:
+    """Corpus BLEU of one hypothesis per source against all its references, and the length
+    ratio: total hypothesis length / total *mean* reference length (13a tokens).
+
+    sacrebleu's own ratio uses the reference closest in length, which hides a system that
+    drops optional material whenever one sampled reference happens to be short; the mean
+    reference length is what a translation is expected to be."""
+    _check(refs, "refs")
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} reference sets")
+    score = _CORPUS.corpus_score(list(hyps), [list(s) for s in zip(*refs)])
+    tok = _CORPUS.tokenizer
+    mean_ref = sum(sum(len(tok(r).split()) for r in rs) / len(rs) for rs in refs)
+    return {"bleu": score.score, "len_ratio": score.sys_len / max(mean_ref, 1)}
+
+
 def sentence_bleu(hyp: str, ref: str) -> float:
     """Sentence BLEU against one reference, +1 smoothing for n > 1 (seed 000 footnote 4)."""
     return _SENTENCE.sentence_score(hyp, [ref]).score

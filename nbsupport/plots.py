@@ -79,3 +79,23 @@ def histogram(values_by_name: Mapping[str, Sequence[float]], xlabel: str, ylabel
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return _caption(fig, caption)
+
+
+def beam_curves(curves, beams, levels, models, caption: str | None = None):
+    """Stahlberg & Kumar Figs. 3-4: one column per metric, one row per task, a line per model.
+    ``curves[(level, model, metric)]`` is the list of values over ``beams``."""
+    metrics = [("bleu", "BLEU (single reference)"), ("len_ratio", "length ratio"), ("empty_rate", "share of empty outputs")]
+    fig, axes = plt.subplots(len(levels), len(metrics), figsize=(4 * len(metrics), 3 * len(levels)), squeeze=False)
+    for r, level in enumerate(levels):
+        for c, (metric, label) in enumerate(metrics):
+            ax = axes[r][c]
+            for model in models:
+                ax.plot(beams, curves[level, model, metric], marker="o", label=model)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("beam size")
+            ax.set_ylabel(label)
+            ax.set_title(f"{level} ambiguity")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    return _caption(fig, caption)

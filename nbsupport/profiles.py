@@ -28,6 +28,7 @@ class Profile:
     bible_model: dict = field(default_factory=dict)
     bible_training: dict = field(default_factory=dict)
     bible_train: int | None = None                    # training verses (None: all)
+    curse: dict = field(default_factory=dict)         # notebook 06: sentences, beams, exact-search budget
 
     def __str__(self) -> str:
         return f"profile {self.name!r} (budget {self.budget_s} s)"
@@ -46,10 +47,15 @@ PROFILES = {
                   toy_model=dict(d_model=64, n_heads=4, d_ff=128, enc_layers=1, dec_layers=1, dropout=0.1),
                   toy_training=dict(epochs=8, max_tokens=1024, lr=2e-3, warmup=50),
                   bible_model=dict(d_model=64, n_heads=4, d_ff=128, enc_layers=1, dec_layers=1, dropout=0.1),
-                  bible_training=dict(epochs=1, max_tokens=2048, lr=2e-3, warmup=50)),
+                  bible_training=dict(epochs=1, max_tokens=2048, lr=2e-3, warmup=50),
+                  curse=dict(n_train=2000, epochs=8, sentences=20, beams=(1, 2, 4, 8), exact_sentences=4,
+                             exact_budget=200, speed_sentences=16)),
     "lab": Profile("lab", 600, toy_train=20000, toy_test=200, bible_test=None, spm_vocab=8000,
                    spm_sentences=None, uses_bible_training=False,
-                   toy_model=_TOY_LAB_MODEL, toy_training=_TOY_LAB_TRAINING),
+                   toy_model=_TOY_LAB_MODEL, toy_training=_TOY_LAB_TRAINING,
+                   # 8 models (softmax + SCONES x 3 alphas, two ambiguity levels) at ~32 s each
+                   curse=dict(n_train=15000, epochs=3, sentences=100, beams=(1, 2, 4, 8, 16, 32, 64),
+                              exact_sentences=20, exact_budget=2000, speed_sentences=64)),
     "full": Profile("full", 900, toy_train=20000, toy_test=200, bible_test=None, spm_vocab=8000,
                     spm_sentences=None, uses_bible_training=True,
                     toy_model=_TOY_LAB_MODEL, toy_training=_TOY_LAB_TRAINING,
@@ -57,7 +63,9 @@ PROFILES = {
                     bible_model=dict(d_model=256, n_heads=4, d_ff=1024, enc_layers=3, dec_layers=3,
                                      dropout=0.1, max_len=320),
                     bible_training=dict(epochs=8, max_tokens=12000, lr=7e-4, warmup=1000,
-                                        label_smoothing=0.1)),
+                                        label_smoothing=0.1),
+                    curse=dict(n_train=15000, epochs=3, sentences=200, beams=(1, 2, 4, 8, 16, 32, 64, 128),
+                               exact_sentences=50, exact_budget=5000, speed_sentences=200)),
 }
 
 

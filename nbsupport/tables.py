@@ -24,3 +24,11 @@ def dict_table(data: Mapping[str, Mapping[str, object]], first: str = "", floatf
     columns = list(next(iter(data.values())))
     rows = [[name] + [values.get(c, "") for c in columns] for name, values in data.items()]
     return table(rows, [first] + columns, floatfmt)
+
+
+def mean_std(values) -> str:
+    """'mean ± standard deviation' of a list of numbers."""
+    import statistics
+    values = list(values)
+    sd = statistics.pstdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.2f} ± {sd:.2f}"

@@ -113,3 +113,11 @@ def test_mismatched_sources_and_single_reference():
     with pytest.raises(ValueError, match="at least 2"):
         M.multi_ref_bleu([["a"]], [["a"]])
     assert math.isnan(M.diversity_report([["a b"]], [["a b", "c d"]])["pairwise_bleu"])
+
+
+def test_bleu_and_length_ratio():
+    # 6 hypothesis tokens against references of 6 and 10 tokens: mean 8, ratio 0.75
+    r = M.bleu_and_length([HYP], [[REF, "a much longer reference sentence than this one here ok"]])
+    assert r["len_ratio"] == pytest.approx(6 / 8)
+    assert r["bleu"] > 50
+    assert M.bleu_and_length(["the cat"], [["the cat sat on the mat"]])["len_ratio"] == pytest.approx(2 / 6)

@@ -63,8 +63,24 @@ EXPECTED = {
         r["toy"]["human"]["coverage"] == 4 and 20 < r["toy"]["human"]["pairwise_bleu"] < 45,
         set(r["claims"]) and "bible" not in r,
     ],
+    "06_scones_beam_curse": lambda r: [
+        r["profile"] == "ci",
+        *(set(r[level]) == set(SCONES_MODELS) for level in ("toy_low", "toy_high")),
+        *(set(r[level][m]["bleu_by_beam"]) == {"1", "2", "4", "8"}
+          for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
+        *(0 <= v <= 100 + 1e-6 for level in ("toy_low", "toy_high") for m in SCONES_MODELS
+          for v in r[level][m]["bleu_by_beam"].values()),
+        *(0 <= v <= 1 for level in ("toy_low", "toy_high") for m in SCONES_MODELS
+          for v in list(r[level][m]["empty_rate_by_beam"].values()) + list(r[level][m]["search_errors_by_beam"].values())),
+        *(0 <= r[level][m]["exact"]["proven_fraction"] <= 1 and r[level][m]["empty_logprob_mean"] < 0
+          for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
+        # exact search is lower-bounded by beam 4: its mean best score cannot be -inf or positive
+        *(-1e4 < r[level][m]["exact_logprob_mean"] <= 0 for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
+        r["speed"]["scones_greedy_sent_s"] > 0 and r["speed"]["softmax_beam4_sent_s"] > 0,
+    ],
 }
 SYSTEMS = ("beam", "sampling", "topk", "diverse_beam", "hard_moe")
+SCONES_MODELS = ("softmax", "scones_0.2", "scones_0.5", "scones_1.0")
 
 
 @pytest.mark.notebook

@@ -142,3 +142,21 @@ def test_beam_search_score_never_above_exact():
         for beam in (1, 2, 4):
             (hyp,), = beam_search(TableStepper(fn), 1, beam=beam, max_len=7)
             assert hyp.score <= exact.score + 1e-9
+
+
+def test_model_scorer_reuses_cache_exactly_and_search_is_exact_on_a_model():
+    from nbsupport.models import Transformer, TransformerConfig
+    from nbsupport.search import ModelScorer
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(src_vocab=9, tgt_vocab=7, d_model=16, n_heads=2, d_ff=32,
+                                          enc_layers=1, dec_layers=1, output="scones")).eval()
+    src = torch.tensor([[4, 5, 6, 2]])
+    cached, fresh = ModelScorer(model, src), ModelScorer(model, src, cache_size=0)
+    for prefix in ([1], [1, 4], [1, 4, 5], [1, 6], [1, 4, 5, 3]):
+        assert torch.allclose(cached(prefix), fresh(prefix), atol=1e-5)
+    assert (cached(prefix) <= 0).all()                      # log-sigmoid scores
+    words = [3, 4, 5, 6]
+    best = max((sequence_score(fresh, list(body) + [2]), list(body) + [2])
+               for n in range(0, 3) for body in itertools.product(words, repeat=n))
+    res = exact_search(ModelScorer(model, src), max_len=3)
+    assert res.proven and res.score == pytest.approx(best[0], abs=1e-5) and res.tokens == best[1]
