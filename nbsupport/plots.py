@@ -99,3 +99,23 @@ def beam_curves(curves, beams, levels, models, caption: str | None = None):
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     return _caption(fig, caption)
+
+
+def mean_std_bars(groups, series, ylabel: str, xlabel: str = "", caption: str | None = None):
+    """Grouped bars with standard-deviation error bars (Stahlberg & Kumar Fig. 6).
+    ``groups``: list of group names; ``series``: {label: [list of values per group]}."""
+    import statistics
+    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(groups)), 3.4))
+    width = 0.8 / len(series)
+    for i, (label, per_group) in enumerate(series.items()):
+        means = [statistics.mean(v) for v in per_group]
+        sds = [statistics.pstdev(v) if len(v) > 1 else 0.0 for v in per_group]
+        ax.bar([g + i * width for g in range(len(groups))], means, width, yerr=sds, capsize=3, label=label)
+    ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))], groups, rotation=20)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.axhline(0, color="black", lw=0.5)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return _caption(fig, caption)
