@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from .data import bible
 from .data.synthetic import Corpus, ToyConfig, toy, toy_trilingual
 from .data.vocab import WordVocab, train_sentencepiece
+from .models.target_encoder import ConditioningConfig
 from .models.transformer import TransformerConfig
 from .profiles import Profile
 from .train import Encoded, TrainConfig, train_or_load
@@ -63,9 +64,17 @@ def bible_task(cfg: Profile, src: str = "e", targets=bible.ENGLISH_REFERENCES) -
 
 
 def train_model(task: Task, name: str, device, n_latent: int = 1, seed: int = 0, progress: bool = True,
-                model_overrides: dict | None = None, training_overrides: dict | None = None):
-    """A cached model for ``task`` (sizes and training from the profile, overrides on top)."""
+                model_overrides: dict | None = None, training_overrides: dict | None = None,
+                conditioning: ConditioningConfig | None = None):
+    """A cached model for ``task`` (sizes and training from the profile, overrides on top);
+    with ``conditioning``, a target-conditioned model with K = n_latent domains."""
+    mc, tc = model_and_training_config(task, n_latent, seed, model_overrides, training_overrides)
+    return train_or_load(f"{task.name}-{name}", mc, tc, task.key, task.train, task.valid, device, progress,
+                         conditioning)
+
+
+def model_and_training_config(task: Task, n_latent: int = 1, seed: int = 0, model_overrides: dict | None = None,
+                              training_overrides: dict | None = None) -> tuple[TransformerConfig, TrainConfig]:
     mc = TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), n_latent=n_latent,
                            **{**task.model_sizes, **(model_overrides or {})})
-    tc = TrainConfig(seed=seed, **{**task.training, **(training_overrides or {})})
-    return train_or_load(f"{task.name}-{name}", mc, tc, task.key, task.train, task.valid, device, progress)
+    return mc, TrainConfig(seed=seed, **{**task.training, **(training_overrides or {})})

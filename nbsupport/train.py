@@ -23,6 +23,7 @@ from .cache import atomic_path, key_hash
 from .data.batching import pad_batch, token_batches
 from .data.vocab import PAD
 from .losses import cross_entropy_loss, scones_loss
+from .models.target_encoder import ConditioningConfig, TargetConditionedTransformer
 from .models.transformer import Transformer, TransformerConfig, shift_right
 from .paths import build_dir
 from .runtime import seed_everything
@@ -137,7 +138,10 @@ def evaluate_loss(model: Transformer, data: Encoded, max_tokens: int, device, al
     for src, tgt_in, tgt_out, _ in data.batches(max_tokens, shuffle=False, seed=0, device=device):
         with _autocast(device):
             memory, mask = model.encode(src)
-            if model.config.n_latent > 1:
+            if isinstance(model, TargetConditionedTransformer):   # the target encoder's (hard) domain
+                z = model.domain_scores(src, tgt_out).argmax(dim=-1)
+                nll = model.sentence_nll(model.decode(tgt_in, memory, mask, z), tgt_out)
+            elif model.config.n_latent > 1:
                 nll = model.latent_nll(memory, mask, tgt_in, tgt_out).min(dim=1).values
             elif model.config.output == "scones":
                 nll = objective(model, model.decode(tgt_in, memory, mask), tgt_out, alpha=alpha, reduction="sum")
@@ -146,6 +150,50 @@ def evaluate_loss(model: Transformer, data: Encoded, max_tokens: int, device, al
         total += float(nll.sum())
         tokens += int((tgt_out != PAD).sum())
     return total / max(tokens, 1)
+
+
+def training_step(model: Transformer, opt, sched, src, tgt_in, tgt_out, cfg: TrainConfig, done: float):
+    """One update; returns (loss, target tokens, the latent value chosen per sentence or None).
+
+    A plain model minimises its loss; a latent model does Algorithm 1 (E-step, then a
+    train-mode step with the chosen z); a target-conditioned model lets its target encoder
+    choose the domain (``done``, the fraction of training done, sets the temperature)."""
+    model.train()
+    z = None
+    with _autocast(src.device):
+        if isinstance(model, TargetConditionedTransformer):
+            loss, z, _ = model.conditioning_loss(src, tgt_in, tgt_out, done, cfg.label_smoothing)
+            n_tok = int((tgt_out != PAD).sum())
+        else:
+            if model.config.n_latent > 1:
+                z = hard_em_assign(model, src, tgt_in, tgt_out, cfg.e_step_mode, cfg.e_step_chunk)
+            loss, n_tok = token_loss(model, src, tgt_in, tgt_out, z, cfg)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+    opt.step()
+    sched.step()
+    return loss, n_tok, z
+
+
+def make_optimizer(model: Transformer, cfg: TrainConfig):
+    """Adam (0.9, 0.98) with linear warm-up then inverse-square-root decay."""
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
+    inv_sqrt = lambda step: min((step + 1) / cfg.warmup, math.sqrt(cfg.warmup / (step + 1)))
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, inv_sqrt)
+
+
+def training_speed(model: Transformer, batches: list, cfg: TrainConfig, warmup_steps: int = 2) -> float:
+    """Target tokens per second of ``training_step`` over ``batches`` (after a few untimed steps)."""
+    opt, sched = make_optimizer(model, cfg)
+    for src, tgt_in, tgt_out, _ in batches[:warmup_steps]:
+        training_step(model, opt, sched, src, tgt_in, tgt_out, cfg, 0.0)
+    t0, tokens = time.perf_counter(), 0
+    for src, tgt_in, tgt_out, _ in batches[warmup_steps:]:
+        tokens += training_step(model, opt, sched, src, tgt_in, tgt_out, cfg, 0.0)[1]
+    if src.device.type == "cuda":
+        torch.cuda.synchronize()
+    return tokens / (time.perf_counter() - t0)
 
 
 # --------------------------------------------------------------------------- the loop
@@ -159,9 +207,7 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
     """
     device = torch.device(device)
     model.to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
-    inv_sqrt = lambda step: min((step + 1) / cfg.warmup, math.sqrt(cfg.warmup / (step + 1)))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, inv_sqrt)
+    opt, sched = make_optimizer(model, cfg)
     history, start_epoch, best_state = History(), 0, None
     if checkpoint is not None and checkpoint.exists():
         state = torch.load(checkpoint, map_location=device, weights_only=False)
@@ -180,21 +226,14 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
         confusion = torch.zeros(k, max(n_labels, 1), dtype=torch.long)   # latent x true label
         batches = list(train_data.batches(cfg.max_tokens, shuffle=True, seed=cfg.seed * 1000 + epoch, device=device))
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress, leave=False)
-        for src, tgt_in, tgt_out, idx in bar:
-            z = None
-            if k > 1:
-                z = hard_em_assign(model, src, tgt_in, tgt_out, cfg.e_step_mode, cfg.e_step_chunk)
+        for step_in_epoch, (src, tgt_in, tgt_out, idx) in enumerate(bar):
+            done = (epoch + step_in_epoch / len(batches)) / cfg.epochs     # fraction of training
+            loss, n_tok, z = training_step(model, opt, sched, src, tgt_in, tgt_out, cfg, done)
+            if z is not None:
                 usage += torch.bincount(z.cpu(), minlength=k)
                 if n_labels:
                     confusion.index_put_((z.cpu(), torch.tensor([train_data.labels[i] for i in idx])),
                                          torch.ones(len(idx), dtype=torch.long), accumulate=True)
-            with _autocast(device):
-                loss, n_tok = token_loss(model, src, tgt_in, tgt_out, z, cfg)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-            opt.step()
-            sched.step()
             tokens += n_tok
             loss_sum += float(loss.detach()) * n_tok
             bar.set_postfix(loss=f"{loss_sum / tokens:.3f}")
@@ -228,7 +267,8 @@ def models_dir() -> Path:
 
 
 def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfig, data_key: dict,
-                  train_data: Encoded, valid_data: Encoded, device, progress: bool = True):
+                  train_data: Encoded, valid_data: Encoded, device, progress: bool = True,
+                  conditioning: ConditioningConfig | None = None):
     """Return (model, history): loaded from the cache if this exact model was trained before,
     else trained (resuming an interrupted run) and cached.
 
@@ -236,8 +276,11 @@ def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfi
     vocabularies): it is part of the cache key, with both configurations and the package
     version."""
     key = {"model": model_cfg.to_dict(), "train": asdict(train_cfg), "data": data_key}
+    if conditioning is not None:
+        key["conditioning"] = conditioning.to_dict()
     path = models_dir() / f"{name}-{key_hash(key)}.pt"
-    model = Transformer(model_cfg)
+    build = (lambda: TargetConditionedTransformer(model_cfg, conditioning)) if conditioning else (lambda: Transformer(model_cfg))
+    model = build()
     if path.exists():
         try:
             state = torch.load(path, map_location="cpu", weights_only=False)
@@ -248,7 +291,7 @@ def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfi
             print(f"cache: retraining {path.name} ({type(err).__name__}: {err})")
             path.unlink()
     seed_everything(train_cfg.seed)
-    model = Transformer(model_cfg)       # same initial weights for the same seed
+    model = build()                      # same initial weights for the same seed
     partial = path.with_suffix(".partial.pt")
     history = train(model, train_data, valid_data, train_cfg, device, checkpoint=partial, progress=progress)
     with atomic_path(path) as tmp:

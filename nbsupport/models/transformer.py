@@ -180,17 +180,23 @@ class Transformer(nn.Module):
             return
         if z is None:
             raise ValueError(f"this model has a latent variable with K={k} values: pass z (one per sentence)")
+        if z.is_floating_point():   # a probability vector over the K values per sentence (target conditioning)
+            if z.shape != (batch, k):
+                raise ValueError(f"latent probabilities must have shape ({batch}, {k}), got {tuple(z.shape)}")
+            return
         if z.shape != (batch,):
             raise ValueError(f"z must have shape ({batch},), got {tuple(z.shape)}")
         if bool(((z < 0) | (z >= k)).any()):
             raise ValueError(f"latent index out of range: z must be in 0..{k - 1}, got {z.tolist()}")
 
     def embed_target(self, tgt_in: torch.Tensor, z: torch.Tensor | None, start: int = 0) -> torch.Tensor:
-        """Embed decoder inputs at positions start.. ; at position 0 the latent replaces BOS."""
+        """Embed decoder inputs at positions start.. ; at position 0 the latent replaces BOS:
+        the embedding of value z, or for a probability vector p the mixture E p (Lachaux et al.)."""
         scale = math.sqrt(self.config.d_model)
         x = self.tgt_emb(tgt_in) * scale
         if self.latent is not None and start == 0:
-            x = torch.cat([self.latent(z)[:, None, :] * scale, x[:, 1:]], dim=1)
+            first = z.to(self.latent.weight.dtype) @ self.latent.weight if z.is_floating_point() else self.latent(z)
+            x = torch.cat([first[:, None, :] * scale, x[:, 1:]], dim=1)
         return self.drop(x + self.pe[start:start + tgt_in.shape[1]])
 
     def decode(self, tgt_in, memory, mem_mask, z=None, cache=None, start: int = 0) -> torch.Tensor:

@@ -1,0 +1,75 @@
+import math
+
+import pytest
+import torch
+
+from nbsupport.data.vocab import EOS
+from nbsupport.models import ConditioningConfig, TargetConditionedTransformer, TransformerConfig, shift_right
+from nbsupport.models.target_encoder import batch_entropy, domain_probs, temperature
+
+
+def test_temperature_schedule():
+    assert temperature(0.0, 0.5) == 1.0
+    assert temperature(0.25, 0.5) == pytest.approx(0.5)
+    assert temperature(0.5, 0.5) == 0.0 and temperature(0.9, 0.5) == 0.0
+    assert temperature(0.5, 1.0) == pytest.approx(0.5)
+
+
+def test_probs_are_one_hot_at_zero_temperature_and_when_hard():
+    s = torch.tensor([[0.1, 2.0, -1.0], [3.0, 0.0, 2.9]])
+    one_hot = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    assert torch.equal(domain_probs(s, 0.0, hard=False), one_hot)
+    assert torch.equal(domain_probs(s, 0.7, hard=True), one_hot)
+    soft = domain_probs(s, 0.5, hard=False)
+    assert torch.allclose(soft, torch.softmax(s / 0.5, -1)) and not torch.equal(soft, one_hot)
+
+
+def test_regulariser_is_entropy_of_batch_mean():
+    p = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
+    # mean (0.75, 0.25): -(0.75 ln 0.75 + 0.25 ln 0.25)
+    assert batch_entropy(p).item() == pytest.approx(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
+    assert batch_entropy(torch.tensor([[0.0, 1.0], [0.0, 1.0]])).item() == pytest.approx(0.0, abs=1e-9)
+
+
+def tiny(reads="target", p_hard=0.0):
+    torch.manual_seed(0)
+    cfg = TransformerConfig(src_vocab=10, tgt_vocab=10, d_model=16, n_heads=2, d_ff=32, enc_layers=1,
+                            dec_layers=1, n_latent=3)
+    return TargetConditionedTransformer(cfg, ConditioningConfig(lam=0.5, p_hard=p_hard, anneal_fraction=0.5, reads=reads))
+
+
+def batch():
+    src = torch.randint(4, 10, (4, 5))
+    tgt = torch.randint(4, 10, (4, 6))
+    tgt[:, -1] = EOS
+    return src, shift_right(tgt), tgt
+
+
+@pytest.mark.parametrize("progress, frozen", [(0.1, False), (0.6, True)])
+def test_target_encoder_gets_no_gradient_once_frozen(progress, frozen):
+    model = tiny()
+    loss, z, is_frozen = model.conditioning_loss(*batch(), progress=progress)
+    loss.backward()
+    grads = [p.grad for p in model.target_encoder.parameters()]
+    assert is_frozen == frozen and z.shape == (4,)
+    if frozen:
+        assert all(g is None for g in grads)
+    else:
+        assert any(g is not None and g.abs().sum() > 0 for g in grads)
+    assert model.latent.weight.grad is not None            # the domain embeddings always learn
+
+
+def test_source_input_ablation_reads_the_source():
+    model = tiny(reads="source")
+    src, tgt_in, tgt = batch()
+    a = model.domain_scores(src, tgt)
+    b = model.domain_scores(src, torch.flip(tgt, [1]))
+    assert torch.equal(a, b)                                 # the target does not matter
+    assert not torch.equal(a, model.domain_scores(torch.flip(src, [1]), tgt))
+
+
+def test_bad_conditioning_settings():
+    with pytest.raises(ValueError, match="target, source"):
+        ConditioningConfig(reads="both")
+    with pytest.raises(ValueError, match="K = n_latent >= 2"):
+        TargetConditionedTransformer(TransformerConfig(10, 10, d_model=16, n_heads=2), ConditioningConfig())
