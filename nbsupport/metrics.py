@@ -159,6 +159,13 @@ def per_latent_bleu(hyps: Sets, refs: Sets) -> list[float]:
     return [corpus_bleu([hs[i] for hs in hyps], refs) for i in range(k)]
 
 
+def mbleu(hyps: Sets, refs: Sets) -> float:
+    """Lachaux et al. 2020 section 4.1: corpus BLEU of every hypothesis against all the
+    references of its source (no leave-one-out)."""
+    k, _ = _check_pair(hyps, refs)
+    return corpus_bleu([h for hs in hyps for h in hs], [rs for rs in refs for _ in range(k)])
+
+
 def human_scores(refs: Sets) -> dict[str, float]:
     """The human point of every plot, from the references alone:
 

@@ -119,3 +119,19 @@ def mean_std_bars(groups, series, ylabel: str, xlabel: str = "", caption: str | 
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return _caption(fig, caption)
+
+
+def speed_vs_k(speed, caption: str | None = None):
+    """Lachaux et al. Fig. 3: training throughput against the number of domains K."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for name, by_k in speed.items():
+        ks = sorted(by_k, key=int)
+        ax.plot([int(k) for k in ks], [by_k[k] for k in ks], marker="o", label=name.replace("_", " "))
+    ax.set_xscale("log")
+    ax.set_xlabel("number of domains / latent values K")
+    ax.set_ylabel("training speed (target tokens / s)")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _caption(fig, caption)

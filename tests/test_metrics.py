@@ -121,3 +121,9 @@ def test_bleu_and_length_ratio():
     assert r["len_ratio"] == pytest.approx(6 / 8)
     assert r["bleu"] > 50
     assert M.bleu_and_length(["the cat"], [["the cat sat on the mat"]])["len_ratio"] == pytest.approx(2 / 6)
+
+
+def test_mbleu_by_hand():
+    # one hypothesis matches a reference, the other nothing: every n-gram order has precision
+    # 4/8, 3/6, 2/4, 1/2 = 1/2, brevity penalty 1 (8 tokens, closest reference lengths 4 + 4)
+    assert M.mbleu([["a b c d", "e f g h"]], [["a b c d", "x y z w"]]) == pytest.approx(50, abs=1e-6)

@@ -78,6 +78,19 @@ EXPECTED = {
         *(-1e4 < r[level][m]["exact_logprob_mean"] <= 0 for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
         r["speed"]["scones_greedy_sent_s"] > 0 and r["speed"]["softmax_beam4_sent_s"] > 0,
     ],
+    "05_target_conditioning": lambda r: [
+        r["profile"] == "ci",
+        *(0 <= r["toy"][s][m] <= 100 + 1e-6 for s in ("beam", "sampling", "hard_moe", "target_encoder")
+          for m in ("mbleu", "pairwise_bleu", "avg_oracle_bleu")),
+        0.25 <= r["toy"]["target_encoder"]["purity"] <= 1,
+        set(r["speed"]["target_encoder"]) == set(r["speed"]["hard_moe"]) == {"3", "5", "10"},
+        all(v > 0 for d in r["speed"].values() for v in d.values()),
+        # Hard-MoE decodes the batch K times in its E-step: K=10 cannot be faster than K=3
+        r["speed"]["hard_moe"]["10"] < r["speed"]["hard_moe"]["3"],
+        1 <= r["ablation"]["lambda0"]["domains_used"] <= 4,
+        0 <= r["ablation"]["source_input"]["pairwise_bleu"] <= 100 + 1e-6,
+        set(r["claims"]),
+    ],
 }
 SYSTEMS = ("beam", "sampling", "topk", "diverse_beam", "hard_moe")
 SCONES_MODELS = ("softmax", "scones_0.2", "scones_0.5", "scones_1.0")
