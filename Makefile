@@ -41,6 +41,9 @@ test-kernels: data
 	$(PY) -m pip install --quiet -e '.[dev,kernels]'
 	TRITON_INTERPRET=1 $(PY) -m pytest tests -k kernel
 
+bench: $(STAMP)
+	$(PY) benchmarks/bench.py --size lab
+
 strip: $(STAMP)
 	$(VENV)/bin/nbstripout notebooks/*.ipynb
 

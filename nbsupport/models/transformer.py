@@ -20,6 +20,7 @@ from ..data.vocab import BOS, PAD
 
 
 OUTPUTS = ("softmax", "scones")
+CPU_ESTEP_TOKENS = 6000   # target tokens per batched E-step pass on a CPU (cache-friendly size)
 
 
 @dataclass(frozen=True)
@@ -228,21 +229,33 @@ class Transformer(nn.Module):
     def sentence_nll(self, logits: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
         """Minus the summed log score of each target sentence (B,), pads ignored: the NLL for
         softmax models, -sum log sigma(f_y) for SCONES models."""
-        scores = self.log_scores(logits).gather(-1, tgt_out.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        logits = logits.float()
+        gold = logits.gather(-1, tgt_out.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        if self.config.output == "scones":
+            scores = F.logsigmoid(gold)
+        else:   # log softmax of the gold token only: no (tokens x vocabulary) log-softmax copy
+            scores = gold - torch.logsumexp(logits, dim=-1)
         return -(scores * (tgt_out != PAD)).sum(dim=1)
 
     @torch.no_grad()
     def latent_nll(self, memory, mem_mask, tgt_in, tgt_out, chunk: int | None = None) -> torch.Tensor:
-        """NLL of every sentence under every latent value, (B, K), in one batched decoder pass:
-        the batch is stacked K times (z = 0..K-1), chunked over K if ``chunk`` is given."""
+        """NLL of every sentence under every latent value, (B, K), in batched decoder passes:
+        the batch is stacked K times (z = 0..K-1). ``chunk`` latent values go into one pass;
+        by default all K on a GPU, and on a CPU as many as fit about 6k target tokens
+        (measured on 2 cores: one 10-copy pass of a 1k-token batch was 8% slower than a loop
+        over the experts, 5-copy chunks 20% faster)."""
         b, k = tgt_in.shape[0], self.config.n_latent
-        chunk = chunk or k
+        if chunk is None:
+            chunk = k if tgt_in.is_cuda else max(1, min(k, CPU_ESTEP_TOKENS // max(1, tgt_in.numel())))
+        # cross-attention keys/values depend on the source only: project them once, not K times
+        cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
         out = []
         for lo in range(0, k, chunk):
             zs = torch.arange(lo, min(k, lo + chunk), device=tgt_in.device)
             n = len(zs)
+            cache = [{"cross": (kk.repeat(n, 1, 1, 1), vv.repeat(n, 1, 1, 1))} for kk, vv in cross]
             logits = self.decode(tgt_in.repeat(n, 1), memory.repeat(n, 1, 1), mem_mask.repeat(n, 1, 1, 1),
-                                 zs.repeat_interleave(b) if self.latent is not None else None)
+                                 zs.repeat_interleave(b) if self.latent is not None else None, cache=cache)
             out.append(self.sentence_nll(logits, tgt_out.repeat(n, 1)).view(n, b).t())
         return torch.cat(out, dim=1)
 

@@ -1,0 +1,192 @@
+"""Side-by-side speed ratios (`make bench`). Every figure is a ratio of two things measured in
+the same run on the same machine, so machines can be compared by their ratios.
+
+    python benchmarks/bench.py [--size tiny|lab] [--out benchmarks]
+
+writes results.json (the ratios, the raw timings and the device) and results.md.
+Models are fresh (untrained): speed does not depend on the weights, and untrained models
+decode to the maximum length, so decoding ratios measure search cost per step.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import nbsupport as nbs
+from nbsupport.data.batching import pad_batch
+from nbsupport.kernels import fused_scones_loss
+from nbsupport.losses import scones_loss
+from nbsupport.models import ConditioningConfig, TargetConditionedTransformer, Transformer, TransformerConfig
+from nbsupport.train import TrainConfig, make_optimizer, training_step
+
+SIZES = {
+    "tiny": dict(n_train=400, steps=3, sentences=8, d_model=32, d_ff=64, layers=1, vocab=(512, 1024), rows=64),
+    "lab": dict(n_train=4000, steps=12, sentences=64, d_model=128, d_ff=256, layers=2, vocab=(8000, 32000), rows=2048),
+}
+
+
+def timeit(fn, repeats: int = 3) -> float:
+    """Median wall time of ``fn()`` (after one untimed call)."""
+    fn()
+    runs = []
+    for _ in range(repeats):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        runs.append(time.perf_counter() - t0)
+    return statistics.median(runs)
+
+
+def step_time(model, batches, cfg) -> float:
+    """Median seconds per training step over ``batches`` (same batches for every model)."""
+    opt, sched = make_optimizer(model, cfg)
+
+    def run():
+        for src, tgt_in, tgt_out, _ in batches:
+            training_step(model, opt, sched, src, tgt_in, tgt_out, cfg, 0.1)
+    return timeit(run, repeats=1) / len(batches)
+
+
+def estep_loop(model, src, tgt_in, tgt_out):
+    """fairseq's way: one decoder call per expert."""
+    with torch.no_grad():
+        memory, mask = model.encode(src)
+        return torch.stack([model.sentence_nll(model.decode(tgt_in, memory, mask, torch.full((src.shape[0],), z)), tgt_out)
+                            for z in range(model.config.n_latent)], dim=1)
+
+
+def estep_batched(model, src, tgt_in, tgt_out):
+    with torch.no_grad():
+        memory, mask = model.encode(src)
+        return model.latent_nll(memory, mask, tgt_in, tgt_out)
+
+
+def saved_bytes(fn) -> int:
+    """Bytes of the tensors autograd keeps for backward while ``fn()`` builds its graph."""
+    total = 0
+
+    def pack(t):
+        nonlocal total
+        total += t.numel() * t.element_size()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    out.backward()
+    return total
+
+
+def peak_memory(fn) -> int:
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fn().backward()
+        return torch.cuda.max_memory_allocated() - base
+    return saved_bytes(fn)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--size", choices=list(SIZES), default="lab")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent))
+    args = ap.parse_args(argv)
+    sz = SIZES[args.size]
+    dev = nbs.setup(0, quiet=True)
+    task = nbs.pipeline.toy_task(nbs.profile("ci"), 0, ambiguity="low", n_train=sz["n_train"])
+    sizes = dict(d_model=sz["d_model"], n_heads=4, d_ff=sz["d_ff"], enc_layers=sz["layers"], dec_layers=sz["layers"])
+    mc = lambda k=1, **kw: TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), n_latent=k, **sizes, **kw)
+    cfg = TrainConfig(max_tokens=1024, warmup=10)
+    batches = list(task.train.batches(1024, shuffle=True, seed=0, device=dev))[:sz["steps"]]
+    raw, ratios = {}, {}
+
+    # a. Hard-MoE step against the baseline step; batched E-step against a per-expert loop
+    torch.manual_seed(0)
+    raw["baseline_step_s"] = step_time(Transformer(mc()).to(dev), batches, cfg)
+    for k in (3, 10):
+        raw[f"hard_moe_k{k}_step_s"] = step_time(Transformer(mc(k)).to(dev), batches, cfg)
+    ratios["hard_moe_k3_step_over_baseline"] = raw["hard_moe_k3_step_s"] / raw["baseline_step_s"]
+    ratios["hard_moe_k10_step_over_baseline"] = raw["hard_moe_k10_step_s"] / raw["baseline_step_s"]
+    moe10 = Transformer(mc(10)).to(dev).eval()
+    src, tgt_in, tgt_out, _ = batches[0]
+    assert torch.allclose(estep_loop(moe10, src, tgt_in, tgt_out), estep_batched(moe10, src, tgt_in, tgt_out), atol=1e-3)
+    raw["estep_loop_k10_s"] = timeit(lambda: estep_loop(moe10, src, tgt_in, tgt_out))
+    raw["estep_batched_k10_s"] = timeit(lambda: estep_batched(moe10, src, tgt_in, tgt_out))
+    ratios["batched_estep_speedup_over_loop"] = raw["estep_loop_k10_s"] / raw["estep_batched_k10_s"]
+
+    # b. target-encoder step at K=50 against K=3
+    for k in (3, 50):
+        raw[f"target_encoder_k{k}_step_s"] = step_time(
+            TargetConditionedTransformer(mc(k), ConditioningConfig()).to(dev), batches, cfg)
+    ratios["target_encoder_k50_step_over_k3"] = raw["target_encoder_k50_step_s"] / raw["target_encoder_k3_step_s"]
+
+    # c. SCONES greedy against softmax beam 4 (sentences per second), batch 4 and 64
+    sents = task.corpus.test.src[:sz["sentences"]]
+    scones, softmax = Transformer(mc(output="scones")).to(dev), Transformer(mc()).to(dev)
+    for b in (4, 64):
+        raw[f"scones_greedy_b{b}_sent_s"] = nbs.beam_curse.sentences_per_second(scones, task.src_vocab, sents, "greedy", b)
+        raw[f"softmax_beam4_b{b}_sent_s"] = nbs.beam_curse.sentences_per_second(softmax, task.src_vocab, sents, "beam", b,
+                                                                               n=1, beam=4)
+        ratios[f"scones_greedy_over_softmax_beam4_b{b}"] = raw[f"scones_greedy_b{b}_sent_s"] / raw[f"softmax_beam4_b{b}_sent_s"]
+
+    # d. K-latent parallel greedy against K separate greedy runs; KV cache against none
+    moe4 = Transformer(mc(4)).to(dev).eval()
+    enc = pad_batch([task.src_vocab.encode(s) for s in sents]).to(dev)
+    raw["latent_greedy_k4_s"] = timeit(lambda: nbs.decode.generate(moe4, enc, "latent_greedy"))
+    raw["separate_greedy_k4_s"] = timeit(lambda: [nbs.decode.generate(moe4, enc, "greedy", z=torch.full((len(sents),), z, device=dev))
+                                                 for z in range(4)])
+    ratios["latent_greedy_speedup_over_separate"] = raw["separate_greedy_k4_s"] / raw["latent_greedy_k4_s"]
+    raw["greedy_cache_s"] = timeit(lambda: nbs.decode.generate(softmax, enc, "greedy", use_cache=True))
+    raw["greedy_no_cache_s"] = timeit(lambda: nbs.decode.generate(softmax, enc, "greedy", use_cache=False))
+    ratios["kv_cache_speedup"] = raw["greedy_no_cache_s"] / raw["greedy_cache_s"]
+
+    # e. fused SCONES loss against the plain composition: time and memory at two vocabularies
+    for v in sz["vocab"]:
+        label = f"{v // 1000}k" if v >= 1000 else str(v)
+        g = torch.Generator().manual_seed(0)
+        logits = (torch.randn(sz["rows"], v, generator=g) * 2).to(dev)
+        targets = torch.randint(1, v, (sz["rows"],), generator=g).to(dev)
+        plain = lambda: scones_loss(logits.requires_grad_(), targets, pad_id=0, alpha=0.5)
+        fused = lambda: fused_scones_loss(logits.requires_grad_(), targets, pad_id=0, alpha=0.5)
+        raw[f"plain_loss_{label}_s"] = timeit(lambda: plain().backward())
+        raw[f"fused_loss_{label}_s"] = timeit(lambda: fused().backward())
+        raw[f"plain_loss_{label}_bytes"] = peak_memory(plain)
+        raw[f"fused_loss_{label}_bytes"] = peak_memory(fused)
+        ratios[f"fused_loss_time_over_plain_{label}"] = raw[f"fused_loss_{label}_s"] / raw[f"plain_loss_{label}_s"]
+        ratios[f"fused_loss_peak_mem_over_plain_{label}"] = raw[f"fused_loss_{label}_bytes"] / raw[f"plain_loss_{label}_bytes"]
+
+    device = (torch.cuda.get_device_name(0) if dev.type == "cuda"
+              else f"CPU {platform.machine()}, {torch.get_num_threads()} threads")
+    memory_kind = "CUDA max_memory_allocated" if dev.type == "cuda" else "bytes autograd saves for backward"
+    out = {"device": device, "size": args.size, "memory_measure": memory_kind, "torch": torch.__version__, **ratios,
+           "raw": raw}
+    folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps(out, indent=2))
+    lines = [f"Measured on {device} (torch {torch.__version__}, size {args.size}; memory: {memory_kind}).", "",
+             "| ratio | value |", "| --- | --- |"] + [f"| {k} | {v:.2f} |" for k, v in ratios.items()]
+    (folder / "results.md").write_text("\n".join(lines) + "\n")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(ratios) + 1))
+    ax.barh(list(ratios), list(ratios.values()), color="steelblue")
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_xlabel("ratio (measured side by side)")
+    ax.set_title(f"{device}, size {args.size}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(folder / "results.png", dpi=100)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
