@@ -99,8 +99,10 @@ def test_trilingual_sources_disambiguate_each_other():
     assert {frozenset(v) for v in amb_a.values()}.isdisjoint({frozenset(v) for v in amb_b.values()})
     # ... so the pair of words determines every noun
     assert len({(la.noun[i], lb.noun[i]) for i in range(len(T.NOUNS))}) == len(T.NOUNS)
-    c = data.toy_trilingual(n_train=200, n_test=20)
+    c = data.toy_trilingual(n_train=200, n_test=20, seed=0)
     assert set(c.test.sources) == {"xa", "xb"} and all(len(r) == 1 for r in c.test.refs)
+    assert c.info["merged_nouns"] == {"xa": amb_a, "xb": amb_b}
+    assert c.info["noun_words"]["xa"] == la.noun
 
 
 @pytest.mark.parametrize("kwargs, word", [({"style_strength": "loud"}, "strong, subtle"),

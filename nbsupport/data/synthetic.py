@@ -322,7 +322,10 @@ def toy_trilingual(config: ToyConfig | None = None, **overrides) -> Corpus:
     cfg = replace(config or base, **overrides)
     langs = {"xa": ToyLanguage(cfg.seed, "sov", merge="even"),
              "xb": ToyLanguage(cfg.seed + 1, "vso", merge="odd")}
-    return _build(cfg, langs, "toy-trilingual")
+    corpus = _build(cfg, langs, "toy-trilingual")
+    corpus.info["merged_nouns"] = {lang: ambiguous_nouns(L) for lang, L in langs.items()}
+    corpus.info["noun_words"] = {lang: list(L.noun) for lang, L in langs.items()}
+    return corpus
 
 
 def ambiguous_nouns(lang: ToyLanguage) -> dict[str, list[str]]:
