@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Sequence
 
@@ -42,6 +42,7 @@ class TrainConfig:
     clip_norm: float = 1.0
     e_step_mode: str = "eval"     # Hard-MoE: "eval" = Algorithm 1; "train" = dropout in the E-step
     e_step_chunk: int | None = None  # score at most this many latent values per decoder pass (memory)
+    chunked_loss: bool = False    # output projection + loss chunk by chunk (never all logits at once)
     seed: int = 0
 
     def __post_init__(self):
@@ -124,8 +125,15 @@ def objective(model: Transformer, logits, tgt_out, label_smoothing: float = 0.0,
 
 def token_loss(model: Transformer, src, tgt_in, tgt_out, z, cfg: "TrainConfig") -> tuple[torch.Tensor, int]:
     """Mean token loss of a train-mode forward; returns (loss, number of target tokens)."""
-    logits = model(src, tgt_in, z)
-    loss = objective(model, logits, tgt_out, cfg.label_smoothing, cfg.scones_alpha)
+    if cfg.chunked_loss:
+        from .kernels import chunked_linear_loss   # imported lazily: an optional fast path
+        model.check_latent(z, src.shape[0])
+        memory, mask = model.encode(src)
+        hidden = model.decode_hidden(tgt_in, memory, mask, z)
+        loss = chunked_linear_loss(hidden, model.output_weight, tgt_out, pad_id=PAD, loss=model.config.output,
+                                   alpha=cfg.scones_alpha, label_smoothing=cfg.label_smoothing)
+    else:
+        loss = objective(model, model(src, tgt_in, z), tgt_out, cfg.label_smoothing, cfg.scones_alpha)
     return loss, int((tgt_out != PAD).sum())
 
 
@@ -262,6 +270,12 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
 
 
 # --------------------------------------------------------------------------- the cache
+def non_default(config) -> dict:
+    """The settings of a dataclass that differ from their defaults: the cache key, so that a
+    new option added with a default does not invalidate every cached model."""
+    return {f.name: getattr(config, f.name) for f in fields(config) if getattr(config, f.name) != f.default}
+
+
 def models_dir() -> Path:
     return build_dir() / "models"
 
@@ -275,9 +289,9 @@ def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfi
     ``data_key`` must describe the data completely (data set, its configuration and split,
     vocabularies): it is part of the cache key, with both configurations and the package
     version."""
-    key = {"model": model_cfg.to_dict(), "train": asdict(train_cfg), "data": data_key}
+    key = {"model": non_default(model_cfg), "train": non_default(train_cfg), "data": data_key}
     if conditioning is not None:
-        key["conditioning"] = conditioning.to_dict()
+        key["conditioning"] = non_default(conditioning)
     path = models_dir() / f"{name}-{key_hash(key)}.pt"
     build = (lambda: TargetConditionedTransformer(model_cfg, conditioning)) if conditioning else (lambda: Transformer(model_cfg))
     model = build()

@@ -203,3 +203,28 @@ def test_purity_and_word_preferences_by_hand():
     words = dict(nbs.analysis.word_preferences(hyps, top=2))
     assert words == {"is": [0, 6], "was": [6, 0]}
     assert nbs.analysis.mark_differences(["a b c", "a x c"]) == ["a *b* c", "a *x* c"]
+
+
+@pytest.mark.parametrize("output", ["softmax", "scones"])
+def test_chunked_loss_training_step_equals_the_plain_one(output):
+    from nbsupport.train import token_loss
+    src = random_src()
+    tgt = torch.randint(4, V, (3, 5))
+    tgt[:, -1] = EOS
+    grads = []
+    for chunked in (False, True):
+        torch.manual_seed(0)
+        model = Transformer(TransformerConfig(11, V + 5, d_model=32, n_heads=4, d_ff=64, enc_layers=1,
+                                              dec_layers=1, dropout=0.0, n_latent=2, output=output))
+        cfg = TrainConfig(chunked_loss=chunked, label_smoothing=0.1, scones_alpha=0.5)
+        loss, _ = token_loss(model, src, shift_right(tgt), tgt, torch.tensor([0, 1, 1]), cfg)
+        loss.backward()
+        grads.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
+    assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(grads[0][1], grads[1][1]))
+
+
+def test_cache_key_lists_only_non_default_settings():
+    from nbsupport.train import non_default
+    assert non_default(TrainConfig(epochs=3)) == {"epochs": 3}
+    assert non_default(TransformerConfig(10, 12)) == {"src_vocab": 10, "tgt_vocab": 12}

@@ -200,15 +200,23 @@ class Transformer(nn.Module):
             x = torch.cat([first[:, None, :] * scale, x[:, 1:]], dim=1)
         return self.drop(x + self.pe[start:start + tgt_in.shape[1]])
 
-    def decode(self, tgt_in, memory, mem_mask, z=None, cache=None, start: int = 0) -> torch.Tensor:
-        """Logits (B, T, V) for decoder inputs ``tgt_in`` (B, T) starting at position ``start``."""
+    def decode_hidden(self, tgt_in, memory, mem_mask, z=None, cache=None, start: int = 0) -> torch.Tensor:
+        """Final decoder states (B, T, d) for inputs ``tgt_in`` (B, T) from position ``start``."""
         if start + tgt_in.shape[1] > self.config.max_len + 1:
             raise ValueError(f"target longer than the model's max_len {self.config.max_len}")
         x = self.embed_target(tgt_in, z, start)
         for i, layer in enumerate(self.decoder):
             x = layer(x, memory, mem_mask, None if cache is None else cache[i])
-        x = self.dec_ln(x)
-        return x @ self.tgt_emb.weight.t() if self.proj is None else self.proj(x)
+        return self.dec_ln(x)
+
+    @property
+    def output_weight(self) -> torch.Tensor:
+        """The (V, d) output projection (the target embeddings when tied)."""
+        return self.tgt_emb.weight if self.proj is None else self.proj.weight
+
+    def decode(self, tgt_in, memory, mem_mask, z=None, cache=None, start: int = 0) -> torch.Tensor:
+        """Logits (B, T, V) for decoder inputs ``tgt_in`` (B, T) starting at position ``start``."""
+        return self.decode_hidden(tgt_in, memory, mem_mask, z, cache, start) @ self.output_weight.t()
 
     def forward(self, src, tgt_in, z=None) -> torch.Tensor:
         self.check_latent(z, src.shape[0])
