@@ -1,4 +1,6 @@
 """The fused SCONES loss and the chunked linear + loss against the plain torch composition."""
+import os
+
 import pytest
 import torch
 
@@ -35,8 +37,9 @@ def test_fused_torch_backend_matches_scones_loss(alpha, lam, reduction):
 
 
 @pytest.mark.skipif(not HAVE_TRITON, reason="triton is not installed (make test-kernels installs the extra)")
-def test_triton_kernel_matches_under_the_interpreter(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
+                    reason="no GPU and TRITON_INTERPRET=1 not set when triton was imported (make test-kernels sets it)")
+def test_triton_kernel_matches_under_the_interpreter():
     logits, targets, _, _ = data(v=19)
     a = logits.clone().requires_grad_()
     b = logits.clone().requires_grad_()
