@@ -10,7 +10,7 @@ from typing import Sequence
 import torch
 
 from .data.batching import pad_batch
-from .decode import generate
+from .decode import MAX_LEN_A, MAX_LEN_B, generate, max_lengths
 from .metrics import bleu_and_length
 from .search import ModelScorer, empty_scores, exact_search, sequence_score
 
@@ -40,22 +40,23 @@ def beam_sweep(model, src_vocab, tgt_vocab, sources: Sequence[str], refs, beams:
 
 
 def exact_sweep(model, src_vocab, tgt_vocab, sources: Sequence[str], refs, max_expansions: int,
-                lower_bounds: Sequence[list[int]] | None = None, max_len_a: float = 1.5,
-                max_len_b: int = 10) -> dict:
+                lower_bounds: Sequence[list[int]] | None = None, max_len_a: float = MAX_LEN_A,
+                max_len_b: int = MAX_LEN_B) -> dict:
     """Exact search for every source within ``max_expansions`` model calls, seeded with a
     lower bound (token ids, e.g. beam search's output) when given; where the budget runs out
     the best hypothesis found so far is used, as in the paper's appendix A."""
     device = next(model.parameters()).device
     results, seconds = [], []
     for i, s in enumerate(sources):
-        enc = src_vocab.encode(s)
-        scorer = ModelScorer(model, torch.tensor([enc], device=device))
+        src = torch.tensor([src_vocab.encode(s)], device=device)
+        scorer = ModelScorer(model, src)
+        max_len = max_lengths(src, max_len_a, max_len_b, model.config.max_len)[0]   # beam search's space
         bound = None
         if lower_bounds is not None:
             toks = lower_bounds[i]
             bound = (toks, sequence_score(scorer, toks))
         t0 = time.perf_counter()
-        res = exact_search(scorer, max_len=int(max_len_a * len(enc) + max_len_b), lower_bound=bound,
+        res = exact_search(scorer, max_len=max_len, lower_bound=bound,
                            max_expansions=max_expansions)
         seconds.append(time.perf_counter() - t0)
         results.append(res)

@@ -20,6 +20,7 @@ from .data.batching import pad_batch
 from .data.vocab import BOS, EOS, PAD
 
 METHODS = ("greedy", "beam", "sample", "topk", "diverse_beam", "latent_greedy")
+MAX_LEN_A, MAX_LEN_B = 1.5, 10   # default output length limit: a * source length + b
 
 
 # --------------------------------------------------------------------------- steppers
@@ -232,8 +233,8 @@ def max_lengths(src: torch.Tensor, a: float, b: int, cap: int) -> list[int]:
 @torch.no_grad()
 def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam: int = 4,
              temperature: float = 1.0, top_k: int = 10, groups: int | None = None,
-             diversity: float = 0.5, length_norm: bool = False, max_len_a: float = 1.5,
-             max_len_b: int = 10, z: torch.Tensor | None = None, use_cache: bool = True,
+             diversity: float = 0.5, length_norm: bool = False, max_len_a: float = MAX_LEN_A,
+             max_len_b: int = MAX_LEN_B, z: torch.Tensor | None = None, use_cache: bool = True,
              seed: int = 0) -> list[list[list[int]]]:
     """Token ids of ``n`` hypotheses per source (list over sources of lists of token lists).
 
