@@ -35,7 +35,7 @@ def toy_task(cfg: Profile, seed: int = 0, trilingual: bool = False, src_lang: st
              **toy_kwargs) -> Task:
     """The toy task at the profile's size; ``toy_kwargs`` go to :class:`ToyConfig`."""
     tc = ToyConfig(n_train=cfg.toy_train, n_dev=cfg.toy_test, n_test=cfg.toy_test, seed=seed)
-    tc = replace(tc, **toy_kwargs) if not trilingual else replace(tc, n_styles=1, **toy_kwargs)
+    tc = replace(tc, **{**({"n_styles": 1} if trilingual else {}), **toy_kwargs})
     corpus = (toy_trilingual if trilingual else toy)(tc)
     lang = src_lang or next(iter(corpus.train.sources))
     src_vocab = WordVocab.build(corpus.train.sources[lang])

@@ -116,3 +116,11 @@ def test_bad_settings_name_the_valid_values(kwargs, word):
 def test_unknown_data_set():
     with pytest.raises(ValueError, match="toy, toy-trilingual, bible"):
         data.load("wmt")
+
+
+def test_pipeline_trilingual_task_accepts_overrides():
+    import nbsupport as nbs
+    task = nbs.pipeline.toy_task(nbs.profile("ci"), 0, trilingual=True, n_train=100)
+    assert task.src_lang == "xa" and len(task.corpus.test.refs[0]) == 1
+    task2 = nbs.pipeline.toy_task(nbs.profile("ci"), 0, trilingual=True, n_train=100, n_styles=2, src_lang="xb")
+    assert task2.src_lang == "xb" and len(task2.corpus.test.refs[0]) == 2
