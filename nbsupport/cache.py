@@ -59,12 +59,3 @@ def cached_file(name: str, key, build: Callable[[Path], None], load: Callable[[P
     with atomic_path(path) as tmp:
         build(tmp)
     return load(path)
-
-
-def cached_json(name: str, key, compute: Callable[[], T]) -> T:
-    """Cache a JSON-serialisable value."""
-    def build(tmp: Path) -> None:
-        tmp.write_text(json.dumps(compute()), encoding="utf-8")
-
-    return cached_file(name, key, build, lambda p: json.loads(p.read_text(encoding="utf-8")),
-                       suffix=".json")

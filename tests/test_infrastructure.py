@@ -18,20 +18,26 @@ def isolated_build(tmp_path, monkeypatch):
     monkeypatch.setenv("NBS_BUILD", str(tmp_path / "build"))
 
 
+def cached_json(name, key, compute):
+    """A JSON value through the cache's build/load mechanism."""
+    build = lambda tmp: tmp.write_text(json.dumps(compute()))
+    return cache.cached_file(name, key, build, lambda p: json.loads(p.read_text()), suffix=".json")
+
+
 def test_cache_builds_once_and_keys_on_content(tmp_path):
     calls = []
     compute = lambda: calls.append(1) or {"x": len(calls)}
-    assert cache.cached_json("t", {"a": 1}, compute) == {"x": 1}
-    assert cache.cached_json("t", {"a": 1}, compute) == {"x": 1}   # reused
-    assert cache.cached_json("t", {"a": 2}, compute) == {"x": 2}   # another key, rebuilt
+    assert cached_json("t", {"a": 1}, compute) == {"x": 1}
+    assert cached_json("t", {"a": 1}, compute) == {"x": 1}   # reused
+    assert cached_json("t", {"a": 2}, compute) == {"x": 2}   # another key, rebuilt
     assert len(calls) == 2
 
 
 def test_corrupt_cache_entry_is_rebuilt():
-    cache.cached_json("c", {"k": 1}, lambda: [1, 2])
+    cached_json("c", {"k": 1}, lambda: [1, 2])
     (entry,) = nbs.paths.cache_dir().glob("c-*.json")
     entry.write_text("{not json")
-    assert cache.cached_json("c", {"k": 1}, lambda: [3]) == [3]
+    assert cached_json("c", {"k": 1}, lambda: [3]) == [3]
 
 
 def test_atomic_write_leaves_nothing_on_failure(tmp_path):
