@@ -138,3 +138,33 @@ def speed_vs_k(speed, caption: str | None = None):
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return _caption(fig, caption)
+
+
+def attention_maps(maps: dict, caption: str | None = None):
+    """Zoph & Knight Fig. 5: one heat map per source of a_t(s), output tokens (rows) against
+    that source's tokens (columns); ``maps`` is :func:`nbsupport.multisource.attention_maps`."""
+    sources = maps["sources"]
+    fig, axes = plt.subplots(1, len(sources), figsize=(4.2 * len(sources), 0.9 + 0.32 * len(maps["output"])),
+                             squeeze=False)
+    for ax, src in zip(axes[0], sources):
+        ax.imshow(src["weights"], cmap="Greys", aspect="auto", vmin=0, vmax=1)
+        ax.set_xticks(range(len(src["tokens"])), src["tokens"], rotation=60, ha="right")
+        ax.set_yticks(range(len(maps["output"])), maps["output"])
+        ax.set_xlabel(f"source {src['lang']} (reading order)")
+        ax.set_ylabel("output token")
+    fig.tight_layout()
+    return _caption(fig, caption)
+
+
+def lines(x: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: str, ylabel: str,
+          caption: str | None = None, ax=None):
+    """One line (with markers) per series against a shared x axis."""
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5.5, 3.6))
+    for label, ys in series.items():
+        ax.plot(list(x), list(ys), marker="o", label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _caption(fig, caption)

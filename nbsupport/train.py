@@ -23,6 +23,7 @@ from .cache import atomic_path, key_hash
 from .data.batching import pad_batch, token_batches
 from .data.vocab import PAD
 from .losses import cross_entropy_loss, scones_loss
+from .models.lstm import LSTMConfig, MultiSourceLSTM
 from .models.target_encoder import ConditioningConfig, TargetConditionedTransformer
 from .models.transformer import Transformer, TransformerConfig, shift_right
 from .paths import build_dir
@@ -55,8 +56,10 @@ class TrainConfig:
 @dataclass
 class Encoded:
     """Token ids of parallel data: ``src[i]`` and ``tgt[i]`` (targets end with EOS), and
-    optionally each pair's latent label (the toy style), used only for analysis."""
-    src: list[list[int]]
+    optionally each pair's latent label (the toy style), used only for analysis. For a
+    multi-source model ``src[i]`` is a tuple (one id list per source language) and batches
+    carry a tuple of source tensors."""
+    src: list
     tgt: list[list[int]]
     labels: list[int] | None = None
 
@@ -72,14 +75,29 @@ class Encoded:
         return cls.from_pairs(split.pairs(lang), src_vocab, tgt_vocab,
                               labels if all(isinstance(l, int) for l in labels) else None)
 
+    @classmethod
+    def multi_source(cls, split, langs: Sequence[str], src_vocabs, tgt_vocab) -> "Encoded":
+        """Every (sources, reference) example of a split, ``src[i]`` one id list per language."""
+        srcs = [[v.encode(s) for s in split.sources[lang]] for lang, v in zip(langs, src_vocabs)]
+        src, tgt = [], []
+        for i, refs in enumerate(split.refs):
+            for r in refs:
+                src.append(tuple(s[i] for s in srcs))
+                tgt.append(tgt_vocab.encode(r))
+        return cls(src, tgt)
+
     def __len__(self) -> int:
         return len(self.src)
 
     def batches(self, max_tokens: int, shuffle: bool, seed: int, device):
         """Yield (src, tgt_in, tgt_out) tensors of token-count batches."""
-        for idx in token_batches([len(s) for s in self.src], [len(t) for t in self.tgt], max_tokens,
-                                 shuffle=shuffle, seed=seed):
-            src = pad_batch([self.src[i] for i in idx]).to(device)
+        multi = bool(self.src) and isinstance(self.src[0], tuple)
+        src_lens = [max(map(len, s)) if multi else len(s) for s in self.src]
+        for idx in token_batches(src_lens, [len(t) for t in self.tgt], max_tokens, shuffle=shuffle, seed=seed):
+            if multi:
+                src = tuple(pad_batch([self.src[i][j] for i in idx]).to(device) for j in range(len(self.src[0])))
+            else:
+                src = pad_batch([self.src[i] for i in idx]).to(device)
             tgt = pad_batch([self.tgt[i] for i in idx]).to(device)
             yield src, shift_right(tgt), tgt, idx
 
@@ -168,7 +186,7 @@ def training_step(model: Transformer, opt, sched, src, tgt_in, tgt_out, cfg: Tra
     choose the domain (``done``, the fraction of training done, sets the temperature)."""
     model.train()
     z = None
-    with _autocast(src.device):
+    with _autocast(tgt_in.device):
         if isinstance(model, TargetConditionedTransformer):
             loss, z, _ = model.conditioning_loss(src, tgt_in, tgt_out, done, cfg.label_smoothing)
             n_tok = int((tgt_out != PAD).sum())
@@ -199,7 +217,7 @@ def training_speed(model: Transformer, batches: list, cfg: TrainConfig, warmup_s
     t0, tokens = time.perf_counter(), 0
     for src, tgt_in, tgt_out, _ in batches[warmup_steps:]:
         tokens += training_step(model, opt, sched, src, tgt_in, tgt_out, cfg, 0.0)[1]
-    if src.device.type == "cuda":
+    if tgt_in.device.type == "cuda":
         torch.cuda.synchronize()
     return tokens / (time.perf_counter() - t0)
 
@@ -293,7 +311,12 @@ def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfi
     if conditioning is not None:
         key["conditioning"] = non_default(conditioning)
     path = models_dir() / f"{name}-{key_hash(key)}.pt"
-    build = (lambda: TargetConditionedTransformer(model_cfg, conditioning)) if conditioning else (lambda: Transformer(model_cfg))
+    if conditioning:
+        build = lambda: TargetConditionedTransformer(model_cfg, conditioning)
+    elif isinstance(model_cfg, LSTMConfig):
+        build = lambda: MultiSourceLSTM(model_cfg)
+    else:
+        build = lambda: Transformer(model_cfg)
     model = build()
     if path.exists():
         try:

@@ -91,7 +91,29 @@ EXPECTED = {
         0 <= r["ablation"]["source_input"]["pairwise_bleu"] <= 100 + 1e-6,
         set(r["claims"]),
     ],
+    "01_multi_source": lambda r: [
+        r["profile"] == "ci",
+        set(r["toy"]) == set(MULTI_SOURCE_SYSTEMS) and "bible" not in r,
+        *(r["toy"][s]["ppl"] >= 1 and 0 <= r["toy"][s]["bleu"] <= 100 + 1e-6 for s in MULTI_SOURCE_SYSTEMS),
+        # two encoders (and a combiner) have more parameters than one
+        r["toy"]["fr+de.basic"]["parameters"] > r["toy"]["fr"]["parameters"],
+        *(0 <= v <= 1 for s in MULTI_SOURCE_SYSTEMS for v in r["toy"][s]["noun_accuracy"].values()),
+        set(r["claims"]),
+    ],
+    "07_ibm3_synthetic_ambiguity": lambda r: [
+        r["profile"] == "ci",
+        r["gammas"] == [0.1, 1.0],
+        # the likelihood of Model 1 never falls; entropy grows with the temperature
+        all(b >= a - 1e-6 for a, b in zip(r["ibm"]["log_likelihood"]["model1"], r["ibm"]["log_likelihood"]["model1"][1:])),
+        r["entropy"]["0.05"]["t"] < r["entropy"]["1.0"]["t"] and r["entropy"]["0.05"]["d"] < r["entropy"]["1.0"]["d"],
+        *(key in r[g] for g in ("0.1", "1.0") for key in ("softmax.beam4_bleu", "softmax.exact_rel", "scones_0.2.exact_rel",
+                                                          "scones_1.0.exact_rel", "hard_moe.pairwise_bleu")),
+        *(0 <= r[g][f"{m}.proven_fraction"] <= 1 for g in ("0.1", "1.0") for m in ("softmax", "scones_0.2", "scones_1.0")),
+        set(r["claims"]),
+    ],
 }
+MULTI_SOURCE_SYSTEMS = ("fr", "de", "fr+de.basic", "fr+de.childsum", "fr+fr.same", "fr.attn", "fr+de.attn_basic",
+                        "fr+de.attn_childsum")
 SYSTEMS = ("beam", "sampling", "topk", "diverse_beam", "hard_moe")
 SCONES_MODELS = ("softmax", "scones_0.2", "scones_0.5", "scones_1.0")
 

@@ -1,0 +1,96 @@
+"""Synthetic language pairs sampled from IBM-3 at a temperature (Stahlberg & Kumar 2022
+section 5): the real source sentences, targets sampled by :class:`nbsupport.ibm.Sampler`.
+
+The training split has one sampled target per source; dev and test carry several
+independent samples per source, so that the diversity metrics apply. Both the IBM model
+and every synthetic corpus are cached, keyed by what determines them.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import json
+
+import numpy as np
+import torch
+
+from . import ibm
+from .cache import cached_file
+from .data import bible
+from .data.synthetic import Corpus, Split, ToyConfig, toy
+from .data.vocab import WordVocab
+from .pipeline import Task
+from .profiles import Profile
+
+TOKENIZE = WordVocab.tokenize       # word level, punctuation split off (the toy's own tokens)
+BIBLE_MAX_WORDS = 50                # verses longer than this (either side) are left out of IBM training
+
+
+def fit(pairs, iterations: int, name: str, key: dict) -> ibm.IBMModel:
+    """IBM Models 1 -> 2 -> 3 on tokenised pairs, cached."""
+    def build(tmp: Path) -> None:
+        torch.save(ibm.train(pairs, iterations), tmp)
+    return cached_file(name, {**key, "iterations": iterations}, build,
+                       lambda p: torch.load(p, weights_only=False), suffix=".pt")
+
+
+def sample_corpus(sampler: ibm.Sampler, sources: dict[str, list[str]], gamma: float, test_refs: int,
+                  seed: int, name: str, key: dict) -> Corpus:
+    """Targets for every source at temperature ``gamma``: one per training source,
+    ``test_refs`` per dev/test source."""
+    def build(tmp: Path) -> None:
+        rng = np.random.default_rng([seed, int(round(gamma * 1000))])
+        out = {}
+        for split, srcs in sources.items():
+            k = 1 if split == "train" else test_refs
+            out[split] = [[" ".join(sampler.sample(TOKENIZE(s), gamma, rng).words) for _ in range(k)] for s in srcs]
+        tmp.write_text(json.dumps(out))
+
+    def load(path: Path) -> Corpus:
+        refs = json.loads(path.read_text())
+        splits = {s: Split({"src": sources[s]}, refs[s], [list(range(len(r))) for r in refs[s]]) for s in sources}
+        return Corpus(f"ibm3-{name}-g{gamma}", splits["train"], splits["dev"], splits["test"],
+                      {"gamma": gamma, "base": name})
+
+    return cached_file(f"ibm3-{name}-g{gamma}", {**key, "gamma": gamma, "test_refs": test_refs, "seed": seed},
+                       build, load, suffix=".json")
+
+
+def toy_base(cfg: Profile, seed: int = 0):
+    """The toy corpus the IBM model is trained on (one style, low ambiguity: its optional
+    phrases give IBM-3 NULL words and fertilities to learn) and the trained model."""
+    tc = ToyConfig(n_styles=1, ambiguity="low", n_train=cfg.ibm["toy_train"], n_dev=cfg.toy_test,
+                   n_test=cfg.toy_test, seed=seed)
+    corpus = toy(tc)
+    pairs = [(TOKENIZE(s), TOKENIZE(r)) for s, rs in zip(corpus.train.src, corpus.train.refs) for r in rs]
+    key = {"dataset": "toy", "config": asdict(tc)}
+    return corpus, fit(pairs, cfg.ibm["iterations"], "ibm3-toy", key), key
+
+
+def bible_base(cfg: Profile, src: str = "e", tgt: str = "4"):
+    """German (Elberfelder) -> English (WEB) verses, word level, IBM-3 trained on the
+    training books (verses of at most BIBLE_MAX_WORDS words)."""
+    corpus = bible.corpus(sources=(src,), targets=(tgt,), test_limit=cfg.bible_test, train_limit=cfg.bible_train)
+    pairs = [(TOKENIZE(s.lower()), TOKENIZE(r[0].lower())) for s, r in zip(corpus.train.src, corpus.train.refs)]
+    pairs = [p for p in pairs if 0 < len(p[0]) <= BIBLE_MAX_WORDS and 0 < len(p[1]) <= BIBLE_MAX_WORDS]
+    key = {"dataset": "bible", "src": src, "tgt": tgt, "verses": len(corpus.train), "max_words": BIBLE_MAX_WORDS}
+    return corpus, fit(pairs, cfg.ibm["iterations"], "ibm3-bible", key), key
+
+
+def synthetic_task(cfg: Profile, base, gamma: float, seed: int = 0) -> Task:
+    """A :class:`~nbsupport.pipeline.Task` on the synthetic pair at temperature ``gamma``
+    (the first ``cfg.ibm["nmt_train"]`` training sources)."""
+    corpus, model, key = base
+    lower = key["dataset"] == "bible"
+    prep = (lambda s: s.lower()) if lower else (lambda s: s)
+    limits = {"train": cfg.ibm["nmt_train"], "dev": None, "test": None}
+    sources = {s: [prep(x) for x in corpus.split(s).src[:limits[s]]] for s in ("train", "dev", "test")}
+    syn = sample_corpus(ibm.Sampler(model), sources, gamma, cfg.ibm["test_refs"], seed, key["dataset"], key)
+    src_vocab = WordVocab.build(syn.train.src)
+    tgt_vocab = WordVocab.build(r for rs in syn.train.refs for r in rs)
+    from .train import Encoded
+    task_key = {"dataset": syn.name, "base": key, "gamma": gamma, "seed": seed}
+    sizes, training = (cfg.bible_model, cfg.bible_training) if lower else (cfg.toy_model, cfg.toy_training)
+    return Task(syn.name, syn, src_vocab, tgt_vocab, Encoded.from_split(syn.train, src_vocab, tgt_vocab),
+                Encoded.from_split(syn.dev, src_vocab, tgt_vocab), task_key, sizes, training, "src")

@@ -1,0 +1,296 @@
+"""Multi-source LSTM encoder-decoder (Zoph & Knight 2016, seed 001 section 2).
+
+One stacked-LSTM encoder per source language (sources fed reversed, Sutskever et al.),
+a *combiner* per layer that merges the encoders' final hidden and cell states into the
+decoder's initial state, and optionally attention (section 2.3): Luong's local-p
+attention with input feeding, one predicted position, alignment and context per encoder,
+combined as h~ = tanh(W_c [h_t; c_t^1; c_t^2]) (eq. 14).
+
+With one source there is no combiner: the decoder starts from the encoder's state (the
+paper's single-source baselines). Dropout is applied to non-recurrent connections only
+(Zaremba et al. 2014): embeddings, between layers, before the output layer.
+
+The model has the interface the shared training loop uses (``encode``, ``decode``,
+``sentence_nll``, ``config.output`` and ``config.n_latent``); a source batch is one
+tensor or, for several sources, a tuple of tensors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..data.vocab import BOS, PAD
+
+COMBINERS = ("basic", "childsum")
+ATTENTIONS = ("none", "local", "global")
+
+
+@dataclass(frozen=True)
+class LSTMConfig:
+    src_vocab_sizes: tuple[int, ...]   # one per source language (1 or 2)
+    tgt_vocab_size: int
+    d_model: int = 256                 # embedding and hidden size (the paper: 1000)
+    layers: int = 2                    # stacked layers, encoders and decoder alike (the paper: 4)
+    dropout: float = 0.2
+    combiner: str = "basic"            # two sources: "basic" (eqs. 1-2) or "childsum" (eqs. 3-8)
+    attention: str = "none"            # "none", "local" (local-p, eqs. 9-12) or "global"
+    window: int = 10                   # D: local-p looks at 2D+1 source positions, sigma = D/2
+    reverse_source: bool = True
+    init_range: float = 0.1            # uniform initialisation in [-r, r] (section 3)
+    max_len: int = 256
+    # what the shared training loop and decoders read
+    output = "softmax"
+    n_latent = 1
+
+    def __post_init__(self):
+        if self.combiner not in COMBINERS:
+            raise ValueError(f"unknown combiner {self.combiner!r}; valid: {', '.join(COMBINERS)}")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"unknown attention {self.attention!r}; valid: {', '.join(ATTENTIONS)}")
+        if len(self.src_vocab_sizes) not in (1, 2):
+            raise ValueError(f"1 or 2 sources are supported, got {len(self.src_vocab_sizes)}")
+        if self.window < 1 or self.layers < 1:
+            raise ValueError("window and layers must be >= 1")
+
+    @property
+    def n_sources(self) -> int:
+        return len(self.src_vocab_sizes)
+
+
+# --------------------------------------------------------------------------- combiners
+class BasicCombiner(nn.Module):
+    """Eqs. 1-2: h = tanh(W_c [h1; h2]), c = c1 + c2."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.w_c = nn.Linear(2 * d, d, bias=False)
+
+    def forward(self, h1, c1, h2, c2):
+        return torch.tanh(self.w_c(torch.cat([h1, h2], dim=-1))), c1 + c2
+
+
+class ChildSumCombiner(nn.Module):
+    """Eqs. 3-8 (Child-Sum Tree-LSTM): input gate, output gate and candidate from both
+    hidden states; one forget gate per incoming cell, each from its own encoder's h."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        # W^i, W^o, W^u for each source (3 x 2 matrices) and W^f_1, W^f_2: the paper's eight.
+        self.w1 = nn.Linear(d, 3 * d, bias=False)     # [W^i_1; W^o_1; W^u_1]
+        self.w2 = nn.Linear(d, 3 * d, bias=False)     # [W^i_2; W^o_2; W^u_2]
+        self.wf1 = nn.Linear(d, d, bias=False)
+        self.wf2 = nn.Linear(d, d, bias=False)
+
+    def forward(self, h1, c1, h2, c2):
+        i, o, u = (self.w1(h1) + self.w2(h2)).chunk(3, dim=-1)
+        i, o, u = torch.sigmoid(i), torch.sigmoid(o), torch.tanh(u)        # eqs. 3, 5, 6
+        f1, f2 = torch.sigmoid(self.wf1(h1)), torch.sigmoid(self.wf2(h2))  # eq. 4
+        c = i * u + f1 * c1 + f2 * c2                                      # eq. 7
+        return o * torch.tanh(c), c                                        # eq. 8
+
+
+# --------------------------------------------------------------------------- attention
+class Attention(nn.Module):
+    """Luong attention over one encoder's top-layer states: local-p (eqs. 9-12) or global.
+
+    local-p: p_t = S * sigmoid(v_p^T tanh(W_p h_t)) (S the source length); softmax of
+    h_t^T W_a h_s over the window |s - p_t| <= D, times exp(-(s - p_t)^2 / (2 sigma^2)),
+    sigma = D/2. Weights are >= 0, sum to at most 1 and are 0 outside the window."""
+
+    def __init__(self, d: int, kind: str, window: int):
+        super().__init__()
+        self.kind, self.window = kind, window
+        self.w_a = nn.Linear(d, d, bias=False)
+        if kind == "local":
+            self.w_p = nn.Linear(d, d, bias=False)
+            self.v_p = nn.Linear(d, 1, bias=False)
+
+    def forward(self, h_t, states, mask, lengths):
+        """h_t (B, d), states (B, S, d), mask (B, S) true at real tokens, lengths (B,).
+        Returns the context (B, d) and the weights a_t (B, S)."""
+        scores = torch.einsum("bd,bsd->bs", self.w_a(h_t), states)          # eq. 12
+        if self.kind == "global":
+            a = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        else:
+            p_t = lengths.to(h_t.dtype) * torch.sigmoid(self.v_p(torch.tanh(self.w_p(h_t)))).squeeze(-1)  # eq. 9
+            pos = torch.arange(states.shape[1], device=h_t.device, dtype=h_t.dtype)
+            dist = pos[None, :] - p_t[:, None]
+            inside = mask & (dist.abs() <= self.window)
+            align = torch.softmax(scores.masked_fill(~inside, float("-inf")), dim=-1)   # eq. 11
+            sigma = self.window / 2
+            a = align * torch.exp(-dist.pow(2) / (2 * sigma ** 2))                     # eq. 10
+        return torch.einsum("bs,bsd->bd", a, states), a
+
+
+# --------------------------------------------------------------------------- the model
+@dataclass
+class Memory:
+    """What the decoder reads from the encoders: per source, the top-layer states, the mask
+    of real tokens and the lengths; the decoder's initial (h, c)."""
+    states: list[torch.Tensor]
+    masks: list[torch.Tensor]
+    lengths: list[torch.Tensor]
+    init: tuple[torch.Tensor, torch.Tensor]      # (layers, B, d) each
+
+    def index(self, idx) -> "Memory":
+        return Memory([s[idx] for s in self.states], [m[idx] for m in self.masks],
+                      [l[idx] for l in self.lengths], (self.init[0][:, idx], self.init[1][:, idx]))
+
+
+def reverse_padded(src: torch.Tensor) -> torch.Tensor:
+    """Reverse every row's real tokens in place of the padding-right layout: [a b c PAD] -> [c b a PAD]."""
+    lengths = (src != PAD).sum(dim=1, keepdim=True)
+    pos = torch.arange(src.shape[1], device=src.device)[None, :]
+    idx = torch.where(pos < lengths, lengths - 1 - pos, pos)
+    return src.gather(1, idx)
+
+
+class MultiSourceLSTM(nn.Module):
+    def __init__(self, config: LSTMConfig):
+        super().__init__()
+        self.config = c = config
+        d = c.d_model
+        self.src_embed = nn.ModuleList(nn.Embedding(v, d, padding_idx=PAD) for v in c.src_vocab_sizes)
+        self.encoders = nn.ModuleList(nn.LSTM(d, d, c.layers, batch_first=True, dropout=c.dropout)
+                                      for _ in c.src_vocab_sizes)
+        combiner = BasicCombiner if c.combiner == "basic" else ChildSumCombiner
+        self.combiners = nn.ModuleList(combiner(d) for _ in range(c.layers)) if c.n_sources == 2 else None
+        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, d, padding_idx=PAD)
+        feed = d if c.attention != "none" else 0                   # input feeding: h~_{t-1} enters the input
+        self.decoder = nn.LSTM(d + feed, d, c.layers, batch_first=True, dropout=c.dropout)
+        if c.attention != "none":
+            self.attention = nn.ModuleList(Attention(d, c.attention, c.window) for _ in c.src_vocab_sizes)
+            self.w_c = nn.Linear(d * (1 + c.n_sources), d, bias=False)   # eqs. 13-14
+        self.drop = nn.Dropout(c.dropout)
+        self.out = nn.Linear(d, c.tgt_vocab_size)
+        for p in self.parameters():
+            nn.init.uniform_(p, -c.init_range, c.init_range)
+        with torch.no_grad():
+            for emb in [*self.src_embed, self.tgt_embed]:
+                emb.weight[PAD].zero_()
+
+    # ---------------------------------------------------------------- encoding
+    def _sources(self, src) -> tuple[torch.Tensor, ...]:
+        srcs = (src,) if torch.is_tensor(src) else tuple(src)
+        if len(srcs) != self.config.n_sources:
+            raise ValueError(f"the model has {self.config.n_sources} source(s), got {len(srcs)}")
+        for s in srcs:
+            if bool(((s != PAD).sum(dim=1) == 0).any()):
+                raise ValueError("empty source sentence in the batch")
+        return srcs
+
+    def encode(self, src):
+        """Run every encoder; returns (Memory, None) (None: the mask lives in Memory)."""
+        states, masks, lengths, finals = [], [], [], []
+        for j, s in enumerate(self._sources(src)):
+            if self.config.reverse_source:
+                s = reverse_padded(s)
+            lens = (s != PAD).sum(dim=1)
+            packed = nn.utils.rnn.pack_padded_sequence(self.drop(self.src_embed[j](s)), lens.cpu(),
+                                                       batch_first=True, enforce_sorted=False)
+            out, (h, c) = self.encoders[j](packed)
+            out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=s.shape[1])
+            states.append(out)
+            masks.append(s != PAD)
+            lengths.append(lens)
+            finals.append((h, c))
+        if self.combiners is None:
+            init = finals[0]
+        else:
+            (h1, c1), (h2, c2) = finals
+            hc = [comb(h1[l], c1[l], h2[l], c2[l]) for l, comb in enumerate(self.combiners)]
+            init = (torch.stack([h for h, _ in hc]), torch.stack([c for _, c in hc]))
+        return Memory(states, masks, lengths, init), None
+
+    # ---------------------------------------------------------------- decoding
+    def initial_state(self, memory: Memory) -> dict:
+        h, c = memory.init
+        state = {"hc": (h.contiguous(), c.contiguous())}
+        if self.config.attention != "none":
+            state["feed"] = h.new_zeros(h.shape[1], self.config.d_model)
+        return state
+
+    def attend(self, h_top, memory: Memory):
+        """h~_t (eq. 13/14) from the top decoder state, and each source's weights."""
+        ctx, weights = [], []
+        for att, st, m, l in zip(self.attention, memory.states, memory.masks, memory.lengths):
+            c_t, a = att(h_top, st, m, l)
+            ctx.append(c_t)
+            weights.append(a)
+        return torch.tanh(self.w_c(torch.cat([h_top, *ctx], dim=-1))), weights
+
+    def step(self, tokens: torch.Tensor, memory: Memory, state: dict):
+        """One decoder step: tokens (B,) -> logits (B, V), new state, attention weights."""
+        x = self.drop(self.tgt_embed(tokens))
+        if self.config.attention == "none":
+            out, hc = self.decoder(x[:, None], state["hc"])
+            return self.out(self.drop(out[:, 0])), {"hc": hc}, None
+        out, hc = self.decoder(torch.cat([x, state["feed"]], dim=-1)[:, None], state["hc"])
+        h_tilde, weights = self.attend(out[:, 0], memory)
+        return self.out(self.drop(h_tilde)), {"hc": hc, "feed": h_tilde}, weights
+
+    def decode(self, tgt_in, memory: Memory, mask=None, z=None, return_attention: bool = False):
+        """Teacher-forced logits (B, T, V). Without attention the decoder runs over the whole
+        sequence at once; with input feeding it must go step by step."""
+        state = self.initial_state(memory)
+        if self.config.attention == "none":
+            out, _ = self.decoder(self.drop(self.tgt_embed(tgt_in)), state["hc"])
+            logits = self.out(self.drop(out))
+            return (logits, None) if return_attention else logits
+        steps, maps = [], []
+        for t in range(tgt_in.shape[1]):
+            logits, state, weights = self.step(tgt_in[:, t], memory, state)
+            steps.append(logits)
+            maps.append(weights)
+        logits = torch.stack(steps, dim=1)
+        if return_attention:    # per source: (B, T, S) in the encoder's (reversed) order
+            return logits, [torch.stack([m[j] for m in maps], dim=1) for j in range(self.config.n_sources)]
+        return logits
+
+    def forward(self, src, tgt_in, z=None):
+        memory, _ = self.encode(src)
+        return self.decode(tgt_in, memory)
+
+    @staticmethod
+    def sentence_nll(logits, tgt_out) -> torch.Tensor:
+        logp = F.log_softmax(logits.float(), dim=-1).gather(-1, tgt_out[..., None]).squeeze(-1)
+        return -(logp * (tgt_out != PAD)).sum(dim=-1)
+
+    @staticmethod
+    def log_scores(logits) -> torch.Tensor:
+        return F.log_softmax(logits.float(), dim=-1)
+
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+class LSTMStepper:
+    """The decoders' stepper protocol (see :mod:`nbsupport.decode`) for :class:`MultiSourceLSTM`:
+    the recurrent state is the cache, so a step costs one position."""
+
+    def __init__(self, model: MultiSourceLSTM, src):
+        self.model = model
+        self.memory, _ = model.encode(src)
+        self.state = model.initial_state(self.memory)
+        self.device = self.memory.states[0].device
+        self.weights: list = []
+
+    def expand(self, n: int) -> "LSTMStepper":
+        self._index(torch.arange(self.memory.states[0].shape[0], device=self.device).repeat_interleave(n))
+        return self
+
+    def _index(self, idx) -> None:
+        self.memory = self.memory.index(idx)
+        self.state = {"hc": (self.state["hc"][0][:, idx], self.state["hc"][1][:, idx]),
+                      **({"feed": self.state["feed"][idx]} if "feed" in self.state else {})}
+
+    def __call__(self, prefix: torch.Tensor) -> torch.Tensor:
+        logits, self.state, _ = self.model.step(prefix[:, -1], self.memory, self.state)
+        return self.model.log_scores(logits)
+
+    def reorder(self, index: torch.Tensor) -> None:
+        self._index(index)
+

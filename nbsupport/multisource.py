@@ -1,0 +1,195 @@
+"""Multi-source translation experiments (Zoph & Knight 2016): the systems of Figure 4,
+their data, training through the shared cached loop, and evaluation (perplexity, BLEU
+against the training target, multi-reference BLEU, attention maps for Figure 5).
+
+Roles name the source languages as the paper does: ``fr`` and ``de`` (on the trilingual
+toy its first and second source language, "xa" and "xb"), ``fr2`` a second French
+translation (the Bible only: Ostervald beside Louis Segond).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+
+from .data import bible
+from .data.batching import pad_batch
+from .data.synthetic import Corpus, ToyConfig, toy_trilingual
+from .data.vocab import BOS, WordVocab, train_sentencepiece
+from .decode import MAX_LEN_A, MAX_LEN_B, beam_search, greedy_or_sample, max_lengths
+from .metrics import corpus_bleu
+from .models.lstm import LSTMConfig, LSTMStepper, MultiSourceLSTM
+from .profiles import Profile
+from .train import Encoded, TrainConfig, evaluate_loss, train_or_load
+
+# name -> (source roles, combiner, attention): Figure 4's rows, plus the two-versions control.
+SYSTEMS = {
+    "fr": (("fr",), "basic", "none"),
+    "de": (("de",), "basic", "none"),
+    "fr+de.basic": (("fr", "de"), "basic", "none"),
+    "fr+de.childsum": (("fr", "de"), "childsum", "none"),
+    "fr+fr.same": (("fr", "fr"), "childsum", "none"),        # the paper's control: French twice
+    "fr.attn": (("fr",), "basic", "local"),
+    "fr+de.attn_basic": (("fr", "de"), "basic", "local"),
+    "fr+de.attn_childsum": (("fr", "de"), "childsum", "local"),
+    "fr+fr.two_versions": (("fr", "fr2"), "childsum", "none"),  # beyond the paper (Bible only)
+}
+ROLES = {"toy": {"fr": "xa", "de": "xb"},
+         "bible": {"fr": "l", "fr2": "o", "de": "e"}}
+BIBLE_TARGET = "4"   # the training target (World English Bible); the test also has KJV, BBE, YLT
+
+
+@dataclass
+class MultiSourceData:
+    dataset: str                 # "toy" or "bible"
+    corpus: Corpus
+    vocabs: dict                 # language code -> vocabulary
+    tgt_vocab: object
+    target_index: int            # which reference of each example is the training target
+    key: dict
+    model_sizes: dict
+    training: dict
+
+    def langs(self, system: str) -> tuple[str, ...]:
+        if system not in SYSTEMS:
+            raise ValueError(f"unknown system {system!r}; valid: {', '.join(SYSTEMS)}")
+        roles = SYSTEMS[system][0]
+        missing = [r for r in roles if r not in ROLES[self.dataset]]
+        if missing:
+            raise ValueError(f"system {system!r} needs {missing} which the {self.dataset} data does not have")
+        return tuple(ROLES[self.dataset][r] for r in roles)
+
+    def encoded(self, split: str, langs: tuple[str, ...]) -> Encoded:
+        """(sources, training-target reference) pairs of a split."""
+        s = self.corpus.split(split)
+        only_target = type(s)(s.sources, [[rs[self.target_index]] for rs in s.refs], s.labels, s.meanings)
+        return Encoded.multi_source(only_target, langs, [self.vocabs[l] for l in langs], self.tgt_vocab)
+
+
+def toy_data(cfg: Profile, seed: int = 0) -> MultiSourceData:
+    """The trilingual toy: two source languages with complementary merged nouns."""
+    ms = cfg.multi_source
+    tc = ToyConfig(n_styles=1, n_train=ms["toy_train"], n_dev=cfg.toy_test, n_test=cfg.toy_test, seed=seed)
+    corpus = toy_trilingual(tc)
+    vocabs = {lang: WordVocab.build(corpus.train.sources[lang]) for lang in corpus.train.sources}
+    tgt = WordVocab.build(r for rs in corpus.train.refs for r in rs)
+    key = {"dataset": corpus.name, "config": asdict(tc)}
+    return MultiSourceData("toy", corpus, vocabs, tgt, 0, key, ms["toy_model"], ms["toy_training"])
+
+
+def bible_data(cfg: Profile) -> MultiSourceData:
+    """The Bible: French (Segond, Ostervald) and German (Elberfelder) sources, English
+    targets; one version (WEB) is the training target, all four are test references."""
+    ms = cfg.multi_source
+    codes = tuple(ROLES["bible"].values())
+    corpus = bible.corpus(sources=codes, targets=bible.ENGLISH_REFERENCES, test_limit=cfg.bible_test,
+                          train_limit=cfg.bible_train)
+    n = cfg.spm_sentences
+    vocabs = {c: train_sentencepiece(corpus.train.sources[c][:n], cfg.spm_vocab, name=f"spm-{c}") for c in codes}
+    t = bible.ENGLISH_REFERENCES.index(BIBLE_TARGET)
+    tgt = train_sentencepiece([rs[t] for rs in corpus.train.refs[:n]], cfg.spm_vocab, name=f"spm-{BIBLE_TARGET}")
+    key = {"dataset": "bible", "target": BIBLE_TARGET, "verses": len(corpus.train), "test_limit": cfg.bible_test,
+           "spm": sorted(v.path.name for v in [*vocabs.values(), tgt])}
+    return MultiSourceData("bible", corpus, vocabs, tgt, t, key, ms["bible_model"], ms["bible_training"])
+
+
+def train_system(data: MultiSourceData, system: str, device, seed: int = 0, progress: bool = True):
+    """A cached model of ``system`` (see :data:`SYSTEMS`); returns (model, history)."""
+    langs = data.langs(system)
+    _, combiner, attention = SYSTEMS[system]
+    mc = LSTMConfig(tuple(len(data.vocabs[l]) for l in langs), len(data.tgt_vocab),
+                    combiner=combiner, attention=attention, **data.model_sizes)
+    tc = TrainConfig(seed=seed, **data.training)
+    return train_or_load(f"{data.dataset}-multisource-{system}", mc, tc, {**data.key, "langs": langs},
+                         data.encoded("train", langs), data.encoded("dev", langs), device, progress)
+
+
+def _batches(data: MultiSourceData, langs, split: str, batch_size: int, device):
+    s = data.corpus.split(split)
+    enc = [[data.vocabs[l].encode(x) for x in s.sources[l]] for l in langs]
+    for lo in range(0, len(s), batch_size):
+        yield tuple(pad_batch(e[lo:lo + batch_size]).to(device) for e in enc)
+
+
+@torch.no_grad()
+def translate(model: MultiSourceLSTM, data: MultiSourceData, system: str, split: str = "test", beam: int = 4,
+              batch_size: int = 64) -> list[str]:
+    """The 1-best (beam search; beam 1 = greedy) of every source of a split."""
+    model.eval()
+    device = next(model.parameters()).device
+    out = []
+    for src in _batches(data, data.langs(system), split, batch_size, device):
+        limits = max_lengths(src[0], MAX_LEN_A, MAX_LEN_B, model.config.max_len)
+        stepper = LSTMStepper(model, src)
+        if beam == 1:
+            ids = [h.tokens for h in greedy_or_sample(stepper, src[0].shape[0], limits)]
+        else:
+            ids = [hs[0].tokens for hs in beam_search(stepper, src[0].shape[0], beam, limits)]
+        out += [data.tgt_vocab.decode(t) for t in ids]
+    return out
+
+
+def evaluate_system(model: MultiSourceLSTM, data: MultiSourceData, system: str, split: str = "test",
+                    beam: int = 4) -> dict:
+    """Figure 4's columns: test perplexity of the training-target references, BLEU against
+    them (single reference, as the paper), and BLEU against all the split's references."""
+    device = next(model.parameters()).device
+    langs = data.langs(system)
+    nll = evaluate_loss(model, data.encoded(split, langs), 4096, device)
+    hyps = translate(model, data, system, split, beam)
+    refs = data.corpus.split(split).refs
+    res = {"ppl": math.exp(nll), "bleu": corpus_bleu(hyps, [r[data.target_index] for r in refs])}
+    if len(refs[0]) > 1:
+        res["multi_ref_bleu"] = corpus_bleu(hyps, refs)
+    res["hyps"] = hyps
+    return res
+
+
+@torch.no_grad()
+def attention_maps(model: MultiSourceLSTM, data: MultiSourceData, system: str, index: int, split: str = "test"):
+    """Figure 5: for one example, the model's greedy output and per source the attention
+    weights a_t(s) (output tokens x source tokens, in reading order)."""
+    if model.config.attention == "none":
+        raise ValueError(f"system {system!r} has no attention")
+    model.eval()
+    device = next(model.parameters()).device
+    langs = data.langs(system)
+    s = data.corpus.split(split)
+    srcs = tuple(torch.tensor([data.vocabs[l].encode(s.sources[l][index])], device=device) for l in langs)
+    limit = max_lengths(srcs[0], MAX_LEN_A, MAX_LEN_B, model.config.max_len)
+    out = greedy_or_sample(LSTMStepper(model, srcs), 1, limit)[0].tokens
+    tgt = torch.tensor([out], device=device)
+    tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)   # BOS + output
+    memory, _ = model.encode(srcs)
+    _, maps = model.decode(tgt_in, memory, return_attention=True)
+    result = {"output": [data.tgt_vocab.decode([t]) or "</s>" for t in out], "sources": []}
+    for lang, src, a in zip(langs, srcs, maps):
+        ids = src[0].tolist()
+        weights = a[0].cpu()
+        if model.config.reverse_source:            # the encoder read the source reversed
+            weights = weights.flip(-1)
+        result["sources"].append({"lang": lang, "tokens": [data.vocabs[lang].decode([t]) or "</s>" for t in ids],
+                                  "weights": weights.tolist()})
+    return result
+
+
+def merged_noun_accuracy(corpus: Corpus, hyps: list[str], split: str = "test") -> dict[str, float]:
+    """On the trilingual toy: the share of subject/object nouns translated right, among the
+    nouns that each source language merges with another (so that it alone cannot tell),
+    and among the nouns neither merges. Nouns are read from the output in order (the toy's
+    one style is active voice: subject first, object second)."""
+    from .data.synthetic import NOUNS
+    merged = {lang: {NOUNS.index(n) for senses in m.values() for n in senses}
+              for lang, m in corpus.info["merged_nouns"].items()}
+    hits = {**{f"merged in {lang}": [] for lang in merged}, "merged in neither": []}
+    for meaning, hyp in zip(corpus.split(split).meanings, hyps):
+        found = [w for w in hyp.replace(".", " ").split() if w in NOUNS]
+        for slot, noun in enumerate((meaning.subj, meaning.obj)):
+            ok = len(found) > slot and found[slot] == NOUNS[noun]
+            langs = [lang for lang in merged if noun in merged[lang]]
+            for lang in langs:
+                hits[f"merged in {lang}"].append(ok)
+            if not langs:
+                hits["merged in neither"].append(ok)
+    return {k: sum(v) / len(v) if v else float("nan") for k, v in hits.items()}

@@ -1,0 +1,166 @@
+"""Multi-source LSTM (Zoph & Knight 2016): combiners against the paper's equations, local-p
+attention's window, teacher-forced = incremental decoding, training on two sources."""
+import pytest
+import torch
+
+import nbsupport as nbs
+from nbsupport.data.vocab import BOS, PAD
+from nbsupport.models.lstm import (Attention, BasicCombiner, ChildSumCombiner, LSTMConfig, LSTMStepper,
+                                   MultiSourceLSTM, reverse_padded)
+from nbsupport.models.transformer import shift_right
+from nbsupport.train import Encoded, TrainConfig, train_or_load
+
+D = 8
+
+
+@pytest.fixture(autouse=True)
+def isolated_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBS_BUILD", str(tmp_path / "build"))
+
+
+def states(seed=0, b=3):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(b, D, generator=g) for _ in range(4)]   # h1, c1, h2, c2
+
+
+def test_basic_combiner_is_eqs_1_and_2():
+    torch.manual_seed(0)
+    comb = BasicCombiner(D)
+    h1, c1, h2, c2 = states()
+    h, c = comb(h1, c1, h2, c2)
+    w = comb.w_c.weight                                  # (D, 2D)
+    assert h.shape == c.shape == (3, D)
+    assert torch.allclose(h, torch.tanh(h1 @ w[:, :D].T + h2 @ w[:, D:].T), atol=1e-6)
+    assert torch.equal(c, c1 + c2)
+
+
+def test_child_sum_combiner_is_eqs_3_to_8():
+    """A hand-written reference, one scalar at a time, from the eight matrices."""
+    torch.manual_seed(1)
+    comb = ChildSumCombiner(D)
+    h1, c1, h2, c2 = states(1, b=2)
+    with torch.no_grad():
+        h, c = comb(h1, c1, h2, c2)
+    assert h.shape == c.shape == (2, D)
+    Wi1, Wo1, Wu1 = comb.w1.weight.split(D)
+    Wi2, Wo2, Wu2 = comb.w2.weight.split(D)
+    Wf1, Wf2 = comb.wf1.weight, comb.wf2.weight
+    sig = lambda x: 1 / (1 + torch.exp(-x))
+    for b in range(2):
+        for k in range(D):
+            dot = lambda W, x: sum(float(W[k, j]) * float(x[b, j]) for j in range(D))
+            i = sig(torch.tensor(dot(Wi1, h1) + dot(Wi2, h2)))             # eq. 3
+            f1, f2 = sig(torch.tensor(dot(Wf1, h1))), sig(torch.tensor(dot(Wf2, h2)))  # eq. 4
+            o = sig(torch.tensor(dot(Wo1, h1) + dot(Wo2, h2)))             # eq. 5
+            u = torch.tanh(torch.tensor(dot(Wu1, h1) + dot(Wu2, h2)))      # eq. 6
+            c_ref = i * u + f1 * c1[b, k] + f2 * c2[b, k]                  # eq. 7
+            assert abs(float(c[b, k]) - float(c_ref)) < 1e-5
+            assert abs(float(h[b, k]) - float(o * torch.tanh(c_ref))) < 1e-5   # eq. 8
+
+
+def test_local_p_attention_window():
+    torch.manual_seed(2)
+    att = Attention(D, "local", window=2)
+    S, B = 12, 4
+    st = torch.randn(B, S, D)
+    lengths = torch.tensor([12, 9, 5, 1])
+    mask = torch.arange(S)[None] < lengths[:, None]
+    h = torch.randn(B, D)
+    ctx, a = att(h, st, mask, lengths)
+    assert ctx.shape == (B, D) and a.shape == (B, S)
+    assert bool((a >= 0).all()) and bool((a.sum(-1) <= 1 + 1e-6).all())
+    p_t = lengths * torch.sigmoid(att.v_p(torch.tanh(att.w_p(h)))).squeeze(-1)      # eq. 9
+    outside = ((torch.arange(S)[None] - p_t[:, None]).abs() > 2) | ~mask
+    assert float(a[outside].abs().max()) == 0.0
+    assert bool((a.sum(-1) > 0).all())                          # something is always in the window
+    assert torch.allclose(ctx, torch.einsum("bs,bsd->bd", a, st))
+    # global attention: a distribution over the real tokens
+    ctx, a = Attention(D, "global", 2)(h, st, mask, lengths)
+    assert torch.allclose(a.sum(-1), torch.ones(B)) and float(a[~mask].abs().max()) == 0.0
+
+
+def test_reverse_padded():
+    src = torch.tensor([[5, 6, 7, 2], [8, 2, PAD, PAD]])
+    assert reverse_padded(src).tolist() == [[2, 7, 6, 5], [2, 8, PAD, PAD]]
+
+
+def model(n_sources=2, attention="local", combiner="childsum", seed=0):
+    torch.manual_seed(seed)
+    return MultiSourceLSTM(LSTMConfig((13,) * n_sources, 11, d_model=16, layers=2, dropout=0.1,
+                                      combiner=combiner, attention=attention, window=2)).eval()
+
+
+def sources(n, b=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for j in range(n):
+        s = torch.randint(4, 13, (b, 6 + j), generator=g)
+        s[1, -2:] = PAD
+        out.append(s)
+    return tuple(out) if n > 1 else out[0]
+
+
+@pytest.mark.parametrize("n,attention,combiner", [(1, "none", "basic"), (1, "local", "basic"),
+                                                   (2, "none", "basic"), (2, "local", "childsum"),
+                                                   (2, "global", "basic")])
+def test_teacher_forced_equals_incremental(n, attention, combiner):
+    m = model(n, attention, combiner)
+    src = sources(n)
+    tgt = torch.randint(4, 11, (3, 7), generator=torch.Generator().manual_seed(5))
+    tgt_in = shift_right(tgt)
+    with torch.no_grad():
+        full = torch.log_softmax(m(src, tgt_in), -1)
+        stepper = LSTMStepper(m, src)
+        steps = [stepper(tgt_in[:, :t + 1]) for t in range(tgt_in.shape[1])]
+    assert torch.allclose(full, torch.stack(steps, 1), atol=1e-5)
+    # reordering the stepper's rows = running it on reordered sources
+    with torch.no_grad():
+        idx = torch.tensor([2, 2, 0])
+        a = LSTMStepper(m, src)
+        a.reorder(idx)
+        b = LSTMStepper(m, tuple(s[idx] for s in src) if n > 1 else src[idx])
+        assert torch.allclose(a(tgt_in[idx, :1]), b(tgt_in[idx, :1]), atol=1e-6)
+
+
+def test_the_combined_state_reaches_the_decoder():
+    """Changing the second source changes the output: the combiner really merges."""
+    m = model(2, "none", "basic")
+    src = sources(2)
+    other = (src[0], sources(2, seed=9)[1])
+    tgt_in = torch.full((3, 1), BOS)
+    with torch.no_grad():
+        assert not torch.allclose(m(src, tgt_in), m(other, tgt_in))
+
+
+def test_same_source_twice_runs_and_trains():
+    g = torch.Generator().manual_seed(0)
+    pairs = []
+    for _ in range(64):
+        s = torch.randint(4, 13, (5,), generator=g).tolist() + [2]
+        pairs.append(((s, s), [t - 2 for t in s[:-1]] + [2]))        # the "translation" shifts ids
+    data = Encoded([p[0] for p in pairs], [p[1] for p in pairs])
+    batch = next(data.batches(10_000, shuffle=False, seed=0, device="cpu"))
+    assert isinstance(batch[0], tuple) and len(batch[0]) == 2
+    cfg = LSTMConfig((13, 13), 11, d_model=32, layers=1, dropout=0.0, combiner="childsum", attention="local", window=3)
+    m, hist = train_or_load("t-ms", cfg, TrainConfig(epochs=25, max_tokens=40, lr=1e-2, warmup=100),
+                            {"test": 1}, data, data, "cpu", progress=False)
+    losses = [e["train_loss"] for e in hist.epochs]
+    assert losses[-1] < 0.5 * losses[0]
+    # cached: a second call loads the same weights
+    m2, _ = train_or_load("t-ms", cfg, TrainConfig(epochs=25, max_tokens=40, lr=1e-2, warmup=100),
+                          {"test": 1}, data, data, "cpu", progress=False)
+    assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), m2.state_dict().values()))
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="childsum"):
+        LSTMConfig((5, 5), 5, combiner="sum")
+    with pytest.raises(ValueError, match="local"):
+        LSTMConfig((5,), 5, attention="soft")
+    with pytest.raises(ValueError, match="1 or 2 sources"):
+        LSTMConfig((5, 5, 5), 5)
+    m = model(2)
+    with pytest.raises(ValueError, match="2 source"):
+        m.encode(sources(1))
+    with pytest.raises(ValueError, match="unknown system"):
+        nbs.multisource.MultiSourceData("toy", None, {}, None, 0, {}, {}, {}).langs("xx")
