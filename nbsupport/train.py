@@ -24,6 +24,7 @@ from .data.batching import pad_batch, token_batches
 from .data.vocab import PAD
 from .losses import cross_entropy_loss, scones_loss
 from .models.lstm import LSTMConfig, MultiSourceLSTM
+from .models.mixture import MixtureConfig, MixtureModel
 from .models.target_encoder import ConditioningConfig, TargetConditionedTransformer
 from .models.transformer import Transformer, TransformerConfig, shift_right
 from .paths import build_dir
@@ -163,6 +164,10 @@ def evaluate_loss(model: Transformer, data: Encoded, max_tokens: int, device, al
     total, tokens = 0.0, 0
     for src, tgt_in, tgt_out, _ in data.batches(max_tokens, shuffle=False, seed=0, device=device):
         with _autocast(device):
+            if isinstance(model, MixtureModel):
+                total += float(model.marginal_nll(src, tgt_in, tgt_out).sum())
+                tokens += int((tgt_out != PAD).sum())
+                continue
             memory, mask = model.encode(src)
             if isinstance(model, TargetConditionedTransformer):   # the target encoder's (hard) domain
                 z = model.domain_scores(src, tgt_out).argmax(dim=-1)
@@ -178,16 +183,21 @@ def evaluate_loss(model: Transformer, data: Encoded, max_tokens: int, device, al
     return total / max(tokens, 1)
 
 
-def training_step(model: Transformer, opt, sched, src, tgt_in, tgt_out, cfg: TrainConfig, done: float):
+def training_step(model: Transformer, opt, sched, src, tgt_in, tgt_out, cfg: TrainConfig, done: float, idx=None):
     """One update; returns (loss, target tokens, the latent value chosen per sentence or None).
 
     A plain model minimises its loss; a latent model does Algorithm 1 (E-step, then a
-    train-mode step with the chosen z); a target-conditioned model lets its target encoder
-    choose the domain (``done``, the fraction of training done, sets the temperature)."""
+    train-mode step with the chosen z); a mixture model (Shen et al.) its variant's EM step
+    (``idx``: the batch's example indices, for offline responsibilities); a target-conditioned
+    model lets its target encoder choose the domain (``done``, the fraction of training done,
+    sets the temperature)."""
     model.train()
     z = None
     with _autocast(tgt_in.device):
-        if isinstance(model, TargetConditionedTransformer):
+        if isinstance(model, MixtureModel):
+            loss, z = model.mixture_loss(src, tgt_in, tgt_out, idx)
+            n_tok = int((tgt_out != PAD).sum())
+        elif isinstance(model, TargetConditionedTransformer):
             loss, z, _ = model.conditioning_loss(src, tgt_in, tgt_out, done, cfg.label_smoothing)
             n_tok = int((tgt_out != PAD).sum())
         else:
@@ -250,11 +260,13 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
         usage = torch.zeros(k, dtype=torch.long)
         n_labels = 1 + max(train_data.labels) if train_data.labels else 0
         confusion = torch.zeros(k, max(n_labels, 1), dtype=torch.long)   # latent x true label
+        if isinstance(model, MixtureModel) and model.mixture.schedule == "offline":
+            model.refresh(train_data, cfg.max_tokens, device)     # the offline E-step, once per epoch
         batches = list(train_data.batches(cfg.max_tokens, shuffle=True, seed=cfg.seed * 1000 + epoch, device=device))
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress, leave=False)
         for step_in_epoch, (src, tgt_in, tgt_out, idx) in enumerate(bar):
             done = (epoch + step_in_epoch / len(batches)) / cfg.epochs     # fraction of training
-            loss, n_tok, z = training_step(model, opt, sched, src, tgt_in, tgt_out, cfg, done)
+            loss, n_tok, z = training_step(model, opt, sched, src, tgt_in, tgt_out, cfg, done, idx)
             if z is not None:
                 usage += torch.bincount(z.cpu(), minlength=k)
                 if n_labels:
@@ -300,7 +312,7 @@ def models_dir() -> Path:
 
 def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfig, data_key: dict,
                   train_data: Encoded, valid_data: Encoded, device, progress: bool = True,
-                  conditioning: ConditioningConfig | None = None):
+                  conditioning: ConditioningConfig | None = None, mixture: MixtureConfig | None = None):
     """Return (model, history): loaded from the cache if this exact model was trained before,
     else trained (resuming an interrupted run) and cached.
 
@@ -310,8 +322,12 @@ def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfi
     key = {"model": non_default(model_cfg), "train": non_default(train_cfg), "data": data_key}
     if conditioning is not None:
         key["conditioning"] = non_default(conditioning)
+    if mixture is not None:
+        key["mixture"] = mixture.name + "/" + mixture.dropout_in
     path = models_dir() / f"{name}-{key_hash(key)}.pt"
-    if conditioning:
+    if mixture:
+        build = lambda: MixtureModel(model_cfg, mixture)
+    elif conditioning:
         build = lambda: TargetConditionedTransformer(model_cfg, conditioning)
     elif isinstance(model_cfg, LSTMConfig):
         build = lambda: MultiSourceLSTM(model_cfg)

@@ -1,0 +1,191 @@
+"""The mixture-model design space of Shen et al. 2019 (sections 3.1-3.4): 16 variants.
+
+* EM: **hard** (the E-step gives all responsibility to argmax_z p(y, z | x)) or **soft**
+  (responsibilities r_z = p(z | x, y), computed without gradient; the M-step follows the
+  gradients of each expert's log-joint weighted by them: eq. 3);
+* prior: **uniform** (up) or **learned** (lp: mean of the top encoder states -> a tanh
+  hidden layer -> K logits);
+* parameters: **shared** (one decoder, the latent embedding replaces BOS) or
+  **independent** (one decoder per expert, one shared encoder);
+* schedule: **online** (responsibilities for each mini-batch) or **offline** (an E-step over
+  the whole training set, then one epoch of M-steps with those responsibilities, repeat).
+
+And where dropout acts (section 3.4, Table 1): ``none`` (no dropout at all), ``E&M`` (also
+while computing responsibilities), ``M`` (only in the M-step: the paper's fix).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn as nn
+
+from ..data.vocab import PAD
+from .transformer import Transformer, TransformerConfig
+
+EM_KINDS = ("hard", "soft")
+PRIORS = ("uniform", "learned")
+PARAMS = ("shared", "independent")
+SCHEDULES = ("online", "offline")
+DROPOUT_IN = ("none", "E&M", "M")
+
+
+@dataclass(frozen=True)
+class MixtureConfig:
+    em: str = "hard"
+    prior: str = "uniform"
+    params: str = "shared"
+    schedule: str = "online"
+    dropout_in: str = "M"
+
+    def __post_init__(self):
+        for name, valid in (("em", EM_KINDS), ("prior", PRIORS), ("params", PARAMS), ("schedule", SCHEDULES),
+                            ("dropout_in", DROPOUT_IN)):
+            if getattr(self, name) not in valid:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(valid)}")
+
+    @property
+    def loss_name(self) -> str:
+        """Shen et al.'s names: hMup, sMup, hMlp, sMlp."""
+        return f"{self.em[0]}M{'up' if self.prior == 'uniform' else 'lp'}"
+
+    @property
+    def name(self) -> str:
+        """Like ``online.shared.hMup``."""
+        return f"{self.schedule}.{self.params}.{self.loss_name}"
+
+    @classmethod
+    def from_name(cls, name: str, dropout_in: str = "M") -> "MixtureConfig":
+        try:
+            schedule, params, loss = name.split(".")
+            em = {"h": "hard", "s": "soft"}[loss[0]]
+            prior = {"up": "uniform", "lp": "learned"}[loss[2:]]
+        except (ValueError, KeyError):
+            raise ValueError(f"bad mixture name {name!r}: expected schedule.params.loss, e.g. online.shared.hMup") from None
+        return cls(em, prior, params, schedule, dropout_in)
+
+
+def all_variants(dropout_in: str = "M") -> list[MixtureConfig]:
+    """The 16 configurations of Shen et al. Table 7, in its order."""
+    return [MixtureConfig(em, prior, params, schedule, dropout_in)
+            for schedule in SCHEDULES for params in PARAMS
+            for prior, em in (("learned", "soft"), ("uniform", "soft"), ("learned", "hard"), ("uniform", "hard"))]
+
+
+class MixtureModel(nn.Module):
+    """K experts over one encoder. ``config`` is the TransformerConfig with n_latent = K (so
+    the shared training loop sees a K-way latent model); ``mixture`` the design choices."""
+
+    def __init__(self, config: TransformerConfig, mixture: MixtureConfig):
+        super().__init__()
+        if config.n_latent < 1:
+            raise ValueError("a mixture needs K >= 1 experts (n_latent)")
+        if mixture.dropout_in == "none":
+            config = replace(config, dropout=0.0)
+        self.config, self.mixture = config, mixture
+        k = config.n_latent
+        if mixture.params == "shared":
+            self.experts = nn.ModuleList([Transformer(config)])
+        else:
+            single = replace(config, n_latent=1)
+            first = Transformer(single)
+            others = [Transformer(single) for _ in range(k - 1)]
+            for e in others:   # one encoder (and source embedding) shared by all experts
+                e.src_emb, e.encoder, e.enc_ln = first.src_emb, first.encoder, first.enc_ln
+            self.experts = nn.ModuleList([first, *others])
+        d = config.d_model
+        self.prior_net = nn.Sequential(nn.Linear(d, d), nn.Tanh(), nn.Linear(d, k)) if mixture.prior == "learned" else None
+        self.register_buffer("stored", torch.zeros(0, k), persistent=False)   # offline responsibilities
+        self.refreshes = 0
+
+    @property
+    def k(self) -> int:
+        return self.config.n_latent
+
+    def encode(self, src):
+        return self.experts[0].encode(src)
+
+    def log_prior(self, memory, mask) -> torch.Tensor:
+        """log p(z | x), (B, K)."""
+        b = memory.shape[0]
+        if self.prior_net is None:
+            return memory.new_full((b, self.k), -math.log(self.k))
+        keep = mask[:, 0, 0, :, None].to(memory.dtype)             # (B, S, 1)
+        mean = (memory * keep).sum(1) / keep.sum(1)
+        return torch.log_softmax(self.prior_net(mean), dim=-1)
+
+    def expert_nll(self, memory, mask, tgt_in, tgt_out) -> torch.Tensor:
+        """-log p(y | z, x) for every expert, (B, K), with gradients (one batched pass when shared)."""
+        b, k = tgt_in.shape[0], self.k
+        if self.mixture.params == "shared":
+            e = self.experts[0]
+            zs = torch.arange(k, device=tgt_in.device).repeat_interleave(b)
+            logits = e.decode(tgt_in.repeat(k, 1), memory.repeat(k, 1, 1), mask.repeat(k, 1, 1, 1), zs)
+            return e.sentence_nll(logits, tgt_out.repeat(k, 1)).view(k, b).t()
+        return torch.stack([e.sentence_nll(e.decode(tgt_in, memory, mask), tgt_out) for e in self.experts], dim=1)
+
+    def log_joint(self, src, tgt_in, tgt_out) -> torch.Tensor:
+        """log p(y, z | x) = log p(z | x) - NLL_z, (B, K)."""
+        memory, mask = self.encode(src)
+        return self.log_prior(memory, mask) - self.expert_nll(memory, mask, tgt_in, tgt_out)
+
+    @torch.no_grad()
+    def responsibilities(self, src, tgt_in, tgt_out) -> torch.Tensor:
+        """The E-step, (B, K): one-hot argmax (hard) or the posterior (soft). Dropout is on
+        only in the E&M mode."""
+        was = self.training
+        self.train(self.mixture.dropout_in == "E&M")
+        lj = self.log_joint(src, tgt_in, tgt_out)
+        self.train(was)
+        if self.mixture.em == "hard":
+            return nn.functional.one_hot(lj.argmax(dim=1), self.k).to(lj.dtype)
+        return torch.softmax(lj, dim=1)
+
+    def refresh(self, data, max_tokens: int, device) -> None:
+        """Offline schedule: the E-step over the whole training set (once per epoch)."""
+        stored = torch.zeros(len(data), self.k, device=device)
+        for src, tgt_in, tgt_out, idx in data.batches(max_tokens, shuffle=False, seed=0, device=device):
+            stored[torch.as_tensor(idx, device=device)] = self.responsibilities(src, tgt_in, tgt_out)
+        self.stored = stored
+        self.refreshes += 1
+
+    def mixture_loss(self, src, tgt_in, tgt_out, idx=None):
+        """The M-step loss per target token: -sum_z r_z log p(y, z | x) / tokens, r from the
+        E-step (online) or from the last refresh (offline). Returns (loss, argmax z)."""
+        if self.mixture.schedule == "offline":
+            if idx is None or len(self.stored) == 0:
+                raise ValueError("offline schedule: call refresh() before the epoch and pass the batch's indices")
+            r = self.stored[torch.as_tensor(idx, device=self.stored.device)]
+        else:
+            r = self.responsibilities(src, tgt_in, tgt_out)
+        self.train()
+        tokens = (tgt_out != PAD).sum()
+        memory, mask = self.encode(src)
+        log_prior = self.log_prior(memory, mask)
+        if self.mixture.em == "hard" and self.mixture.params == "shared":   # only the chosen expert runs
+            z = r.argmax(dim=1)
+            e = self.experts[0]
+            nll = e.sentence_nll(e.decode(tgt_in, memory, mask, z), tgt_out)
+            loss = (nll - log_prior.gather(1, z[:, None]).squeeze(1)).sum() / tokens
+            return loss, z
+        lj = log_prior - self.expert_nll(memory, mask, tgt_in, tgt_out)
+        return -(r * lj).sum() / tokens, r.argmax(dim=1)
+
+    @torch.no_grad()
+    def marginal_nll(self, src, tgt_in, tgt_out) -> torch.Tensor:
+        """-log p(y | x) = -log sum_z p(y, z | x), (B,)."""
+        return -torch.logsumexp(self.log_joint(src, tgt_in, tgt_out), dim=1)
+
+    @torch.no_grad()
+    def hypotheses(self, src) -> list[list[list[int]]]:
+        """Greedy decoding once per expert (Shen section 2): K token lists per source."""
+        from ..decode import generate
+        self.eval()
+        if self.mixture.params == "shared":
+            return generate(self.experts[0], src, "latent_greedy")
+        per_expert = [generate(e, src, "greedy") for e in self.experts]
+        return [[per_expert[z][i][0] for z in range(self.k)] for i in range(src.shape[0])]
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
