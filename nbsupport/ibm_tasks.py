@@ -18,7 +18,7 @@ import torch
 from . import ibm
 from .cache import cached_file
 from .data import bible
-from .data.synthetic import Corpus, Split, ToyConfig, toy
+from .data.synthetic import Corpus, Split, ToyConfig, detokenize, toy
 from .data.vocab import WordVocab
 from .pipeline import Task
 from .profiles import Profile
@@ -44,7 +44,8 @@ def sample_corpus(sampler: ibm.Sampler, sources: dict[str, list[str]], gamma: fl
         out = {}
         for split, srcs in sources.items():
             k = 1 if split == "train" else test_refs
-            out[split] = [[" ".join(sampler.sample(TOKENIZE(s), gamma, rng).words) for _ in range(k)] for s in srcs]
+            out[split] = [[detokenize(" ".join(sampler.sample(TOKENIZE(s), gamma, rng).words)) for _ in range(k)]
+                          for s in srcs]
         tmp.write_text(json.dumps(out))
 
     def load(path: Path) -> Corpus:
@@ -53,7 +54,7 @@ def sample_corpus(sampler: ibm.Sampler, sources: dict[str, list[str]], gamma: fl
         return Corpus(f"ibm3-{name}-g{gamma}", splits["train"], splits["dev"], splits["test"],
                       {"gamma": gamma, "base": name})
 
-    return cached_file(f"ibm3-{name}-g{gamma}", {**key, "gamma": gamma, "test_refs": test_refs, "seed": seed},
+    return cached_file(f"ibm3-{name}-g{gamma}", {**key, "gamma": gamma, "test_refs": test_refs, "seed": seed, "detokenized": True},
                        build, load, suffix=".json")
 
 

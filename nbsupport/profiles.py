@@ -31,6 +31,7 @@ class Profile:
     curse: dict = field(default_factory=dict)         # notebook 06: sentences, beams, exact-search budget
     multi_source: dict = field(default_factory=dict)  # notebook 01: LSTM sizes and training, toy and Bible
     ibm: dict = field(default_factory=dict)           # notebook 07: IBM-3 training, temperatures, NMT runs
+    mixture: dict = field(default_factory=dict)       # notebooks 03-04: mixture runs (toy size, epochs, seeds)
 
     def __str__(self) -> str:
         return f"profile {self.name!r} (budget {self.budget_s} s)"
@@ -48,6 +49,10 @@ _TOY_LAB_TRAINING = dict(epochs=5, max_tokens=1024, lr=1e-3, warmup=400)
 # no better in 8 epochs. D=10 (the paper's window) beat D=3 for fr.attn (BLEU 78 against 62).
 _MULTI_SOURCE_LAB = dict(toy_train=20000, toy_model=dict(d_model=128, layers=1, dropout=0.2, window=10),
                          toy_training=dict(epochs=8, max_tokens=1024, lr=3e-3, warmup=200))
+# Notebooks 03-04 (mixtures, K = S = 3 as Shen et al.): many short runs on a smaller toy.
+_MIXTURE_LAB = dict(styles=3, toy_train=4000, training=dict(epochs=3, lr=2e-3, warmup=100), test_sentences=100, seeds=(0,),
+                    dropouts=(0.1, 0.3), flip_sentences=256)
+
 # Notebook 07 (IBM-3 synthetic pairs): IBM training on 20k toy pairs takes ~15 s; per
 # temperature 4 NMT models (softmax, SCONES 0.2 and 1.0, Hard-MoE) at the curse sizes.
 _IBM_LAB = dict(toy_train=20000, nmt_train=10000, iterations=5, test_refs=4, gammas=(0.1, 0.3, 1.0), epochs=3,
@@ -65,7 +70,9 @@ PROFILES = {
                   multi_source=dict(toy_train=2000, toy_model=dict(d_model=64, layers=1, dropout=0.1, window=10),
                                     toy_training=dict(epochs=6, max_tokens=1024, lr=3e-3, warmup=50)),
                   ibm=dict(toy_train=2000, nmt_train=2000, iterations=3, test_refs=4, gammas=(0.1, 1.0), epochs=8,
-                           sentences=20, exact_sentences=4, exact_budget=200)),
+                           sentences=20, exact_sentences=4, exact_budget=200),
+                  mixture=dict(styles=3, toy_train=1000, training=dict(epochs=2, warmup=20), test_sentences=30, seeds=(0,),
+                               dropouts=(0.3,), flip_sentences=64)),
     "lab": Profile("lab", 600, toy_train=20000, toy_test=200, bible_test=None, spm_vocab=8000,
                    spm_sentences=None, uses_bible_training=False,
                    toy_model=_TOY_LAB_MODEL, toy_training=_TOY_LAB_TRAINING,
@@ -73,7 +80,8 @@ PROFILES = {
                    curse=dict(n_train=15000, epochs=3, sentences=100, beams=(1, 2, 4, 8, 16, 32, 64),
                               exact_sentences=20, exact_budget=2000, speed_sentences=64),
                    multi_source=_MULTI_SOURCE_LAB,
-                   ibm=_IBM_LAB),
+                   ibm=_IBM_LAB,
+                   mixture=_MIXTURE_LAB),
     "full": Profile("full", 900, toy_train=20000, toy_test=200, bible_test=None, spm_vocab=8000,
                     spm_sentences=None, uses_bible_training=True,
                     toy_model=_TOY_LAB_MODEL, toy_training=_TOY_LAB_TRAINING,
@@ -90,7 +98,8 @@ PROFILES = {
                                                        init_range=0.08),
                                       bible_training=dict(epochs=6, max_tokens=8000, lr=1e-3, warmup=1000)),
                     ibm=dict(_IBM_LAB, nmt_train=None, gammas=(0.1, 0.2, 0.3, 0.5, 0.7, 1.0), sentences=200, exact_sentences=50,
-                             exact_budget=5000)),
+                             exact_budget=5000),
+                    mixture=dict(_MIXTURE_LAB, seeds=(0, 1, 2), dropouts=(0.1, 0.2, 0.3, 0.5))),
 }
 
 

@@ -111,7 +111,26 @@ EXPECTED = {
         *(0 <= r[g][f"{m}.proven_fraction"] <= 1 for g in ("0.1", "1.0") for m in ("softmax", "scones_0.2", "scones_1.0")),
         set(r["claims"]),
     ],
+    "03_dropout_in_the_e_step": lambda r: [
+        r["profile"] == "ci",
+        # no dropout never flips the E-step; the package and the inline computation agree on the keys
+        r["flip_rate"]["init"]["p0.0"] == 0.0 and 0 <= r["flip_rate"]["init"]["p0.1"] <= 1,
+        r["hMup.dropout"] == 0.3,
+        *(0 <= r[k] <= 100 + 1e-6 for k in ("hMup.EM.pairwise_bleu", "hMup.M.pairwise_bleu")),
+        set(r["grid"]) == {"strong.p0.3.EM", "strong.p0.3.M"},
+        *(e["label"] in ("ok", "D1", "D2") and 1 <= e["coverage"] <= 3 for e in r["grid"].values()),
+        set(r["table1"]) == {"no", "E&M", "M"} and set(r["claims"]),
+    ],
+    "04_expert_collapse": lambda r: [
+        r["profile"] == "ci",
+        *(name in r for name in MIXTURE_NAMES),
+        *(r[n]["label"] in ("ok", "D1", "D2") and len(r[n]["per_latent_bleu"]) == 3 for n in MIXTURE_NAMES),
+        *(0 <= r[n]["pairwise_bleu"] <= 100 + 1e-6 and 0 <= r[n]["multi_ref_bleu"] <= 100 + 1e-6 for n in MIXTURE_NAMES),
+        set(r["claims"]),
+    ],
 }
+MIXTURE_NAMES = [f"{s}.{p}.{l}" for s in ("online", "offline") for p in ("shared", "independent")
+                 for l in ("sMlp", "sMup", "hMlp", "hMup")]
 MULTI_SOURCE_SYSTEMS = ("fr", "de", "fr+de.basic", "fr+de.childsum", "fr+fr.same", "fr.attn", "fr+de.attn_basic",
                         "fr+de.attn_childsum")
 SYSTEMS = ("beam", "sampling", "topk", "diverse_beam", "hard_moe")

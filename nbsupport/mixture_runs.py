@@ -1,0 +1,66 @@
+"""Experiments on mixture models (notebooks 03 and 04): one toy task, a cached model per
+(variant, dropout, seed), and the measurements of Shen et al. Table 7 for each."""
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from .analysis import degeneracy
+from .data.batching import pad_batch
+from .metrics import diversity_report, per_latent_bleu
+from .models.mixture import MixtureConfig
+from .pipeline import Task, toy_task, train_model
+from .profiles import Profile
+
+
+def task(cfg: Profile, seed: int = 0, strength: str = "strong") -> Task:
+    """The toy with the profile's mixture settings: S styles, low ambiguity (so that quality
+    is not saturated), a smaller training set than the other lessons (many short runs)."""
+    mx = cfg.mixture
+    t = toy_task(cfg, seed, n_styles=mx["styles"], style_strength=strength, ambiguity="low", n_train=mx["toy_train"])
+    t.model_sizes = {**t.model_sizes, **mx.get("model", {})}
+    t.training = {**t.training, **mx.get("training", {})}
+    return t
+
+
+def train_variant(t: Task, variant: MixtureConfig, device, dropout: float | None = None, seed: int = 0,
+                  k: int | None = None):
+    """A cached mixture of ``variant`` with model dropout ``dropout`` (the profile's when None)."""
+    over = {} if dropout is None else {"dropout": dropout}
+    k = k or len(t.corpus.test.refs[0])
+    name = f"mix-{variant.name}-{variant.dropout_in.replace('&', '')}-k{k}"
+    return train_model(t, name, device, n_latent=k, seed=seed, progress=False, model_overrides=over, mixture=variant)
+
+
+def assignment_agreement(confusion) -> float:
+    """Share of training sentences whose E-step latent matches their true style under the
+    best one-to-one mapping of latents to styles (chance: 1/S for uniform assignments)."""
+    k, s = len(confusion), len(confusion[0])
+    total = sum(map(sum, confusion))
+    best = 0
+    for latents in itertools.permutations(range(k), min(k, s)):
+        best = max(best, sum(confusion[z][style] for style, z in enumerate(latents[:s])))
+    return best / total if total else float("nan")
+
+
+@torch.no_grad()
+def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0) -> dict:
+    """Table 7's columns: per-latent BLEU, pairwise BLEU, multi-reference BLEU, coverage,
+    the D1/D2 label, and how the last epoch's E-step assignments agreed with the true styles."""
+    test = t.corpus.test
+    srcs, refs = test.src[:sentences], test.refs[:sentences]
+    device = next(model.parameters()).device
+    hyps = []
+    for lo in range(0, len(srcs), 100):
+        src = pad_batch([t.src_vocab.encode(s) for s in srcs[lo:lo + 100]]).to(device)
+        hyps += [[t.tgt_vocab.decode(h) for h in hs] for hs in model.hypotheses(src)]
+    rep = diversity_report(hyps, refs, seed=seed)
+    plb = per_latent_bleu(hyps, refs)
+    return {"per_latent_bleu": plb, "pairwise_bleu": rep["pairwise_bleu"], "multi_ref_bleu": rep["multi_ref_bleu"],
+            "avg_oracle_bleu": rep["avg_oracle_bleu"], "coverage": rep["ref_coverage"],
+            "label": degeneracy(plb, rep["pairwise_bleu"]), "hyps": hyps}
+
+
+def agreement_of(history) -> float:
+    return assignment_agreement(history.epochs[-1]["latent_by_label"])
