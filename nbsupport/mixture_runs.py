@@ -33,6 +33,15 @@ def train_variant(t: Task, variant: MixtureConfig, device, dropout: float | None
     return train_model(t, name, device, n_latent=k, seed=seed, progress=False, model_overrides=over, mixture=variant)
 
 
+VNMT_DIM = 16    # the Gaussian latent's dimension (Shen et al.: 512 with 512-d models; ours are 128-d)
+
+
+def train_vnmt(t: Task, device, seed: int = 0):
+    """The variational NMT baseline (KL annealed over the first half of training)."""
+    from .models.vnmt import VNMTConfig
+    return train_model(t, f"vnmt-dz{VNMT_DIM}", device, n_latent=VNMT_DIM, seed=seed, progress=False, vnmt=VNMTConfig())
+
+
 def assignment_agreement(confusion) -> float:
     """Share of training sentences whose E-step latent matches their true style under the
     best one-to-one mapping of latents to styles (chance: 1/S for uniform assignments)."""
@@ -46,15 +55,17 @@ def assignment_agreement(confusion) -> float:
 
 @torch.no_grad()
 def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0) -> dict:
-    """Table 7's columns: per-latent BLEU, pairwise BLEU, multi-reference BLEU, coverage,
+    """Table 7's columns (a mixture, or variational NMT with one prior sample per "latent"): per-latent BLEU, pairwise BLEU, multi-reference BLEU, coverage,
     the D1/D2 label, and how the last epoch's E-step assignments agreed with the true styles."""
+    from .models.mixture import MixtureModel
     test = t.corpus.test
     srcs, refs = test.src[:sentences], test.refs[:sentences]
     device = next(model.parameters()).device
     hyps = []
     for lo in range(0, len(srcs), 100):
         src = pad_batch([t.src_vocab.encode(s) for s in srcs[lo:lo + 100]]).to(device)
-        hyps += [[t.tgt_vocab.decode(h) for h in hs] for hs in model.hypotheses(src)]
+        ids = model.hypotheses(src) if isinstance(model, MixtureModel) else model.hypotheses(src, len(refs[0]), seed)
+        hyps += [[t.tgt_vocab.decode(h) for h in hs] for hs in ids]
     rep = diversity_report(hyps, refs, seed=seed)
     plb = per_latent_bleu(hyps, refs)
     return {"per_latent_bleu": plb, "pairwise_bleu": rep["pairwise_bleu"], "multi_ref_bleu": rep["multi_ref_bleu"],

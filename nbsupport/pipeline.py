@@ -65,13 +65,14 @@ def bible_task(cfg: Profile, src: str = "e", targets=bible.ENGLISH_REFERENCES) -
 
 def train_model(task: Task, name: str, device, n_latent: int = 1, seed: int = 0, progress: bool = True,
                 model_overrides: dict | None = None, training_overrides: dict | None = None,
-                conditioning: ConditioningConfig | None = None, mixture=None):
+                conditioning: ConditioningConfig | None = None, mixture=None, vnmt=None):
     """A cached model for ``task`` (sizes and training from the profile, overrides on top);
     with ``conditioning``, a target-conditioned model with K = n_latent domains; with
-    ``mixture`` (a :class:`~nbsupport.models.mixture.MixtureConfig`), a K-expert mixture."""
+    ``mixture`` (a :class:`~nbsupport.models.mixture.MixtureConfig`), a K-expert mixture; with
+    ``vnmt`` (a :class:`~nbsupport.models.vnmt.VNMTConfig`), variational NMT with dz = n_latent."""
     mc, tc = model_and_training_config(task, n_latent, seed, model_overrides, training_overrides)
     return train_or_load(f"{task.name}-{name}", mc, tc, task.key, task.train, task.valid, device, progress,
-                         conditioning, mixture)
+                         conditioning, mixture, vnmt)
 
 
 def model_and_training_config(task: Task, n_latent: int = 1, seed: int = 0, model_overrides: dict | None = None,

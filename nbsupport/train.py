@@ -25,6 +25,7 @@ from .data.vocab import PAD
 from .losses import cross_entropy_loss, scones_loss
 from .models.lstm import LSTMConfig, MultiSourceLSTM
 from .models.mixture import MixtureConfig, MixtureModel
+from .models.vnmt import VariationalNMT, VNMTConfig
 from .models.target_encoder import ConditioningConfig, TargetConditionedTransformer
 from .models.transformer import Transformer, TransformerConfig, shift_right
 from .paths import build_dir
@@ -164,8 +165,9 @@ def evaluate_loss(model: Transformer, data: Encoded, max_tokens: int, device, al
     total, tokens = 0.0, 0
     for src, tgt_in, tgt_out, _ in data.batches(max_tokens, shuffle=False, seed=0, device=device):
         with _autocast(device):
-            if isinstance(model, MixtureModel):
-                total += float(model.marginal_nll(src, tgt_in, tgt_out).sum())
+            if isinstance(model, (MixtureModel, VariationalNMT)):    # -log p(y|x), or its bound -ELBO
+                nll = model.marginal_nll if isinstance(model, MixtureModel) else model.negative_elbo
+                total += float(nll(src, tgt_in, tgt_out).sum())
                 tokens += int((tgt_out != PAD).sum())
                 continue
             memory, mask = model.encode(src)
@@ -197,6 +199,8 @@ def training_step(model: Transformer, opt, sched, src, tgt_in, tgt_out, cfg: Tra
         if isinstance(model, MixtureModel):
             loss, z = model.mixture_loss(src, tgt_in, tgt_out, idx)
             n_tok = int((tgt_out != PAD).sum())
+        elif isinstance(model, VariationalNMT):
+            loss, n_tok = model.vnmt_loss(src, tgt_in, tgt_out, done), int((tgt_out != PAD).sum())
         elif isinstance(model, TargetConditionedTransformer):
             loss, z, _ = model.conditioning_loss(src, tgt_in, tgt_out, done, cfg.label_smoothing)
             n_tok = int((tgt_out != PAD).sum())
@@ -312,7 +316,8 @@ def models_dir() -> Path:
 
 def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfig, data_key: dict,
                   train_data: Encoded, valid_data: Encoded, device, progress: bool = True,
-                  conditioning: ConditioningConfig | None = None, mixture: MixtureConfig | None = None):
+                  conditioning: ConditioningConfig | None = None, mixture: MixtureConfig | None = None,
+                  vnmt: VNMTConfig | None = None):
     """Return (model, history): loaded from the cache if this exact model was trained before,
     else trained (resuming an interrupted run) and cached.
 
@@ -324,9 +329,13 @@ def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfi
         key["conditioning"] = non_default(conditioning)
     if mixture is not None:
         key["mixture"] = mixture.name + "/" + mixture.dropout_in
+    if vnmt is not None:
+        key["vnmt"] = non_default(vnmt)
     path = models_dir() / f"{name}-{key_hash(key)}.pt"
     if mixture:
         build = lambda: MixtureModel(model_cfg, mixture)
+    elif vnmt:
+        build = lambda: VariationalNMT(model_cfg, vnmt)
     elif conditioning:
         build = lambda: TargetConditionedTransformer(model_cfg, conditioning)
     elif isinstance(model_cfg, LSTMConfig):

@@ -134,3 +134,29 @@ def test_estep_flips_without_dropout_is_zero():
     big = estep_flips(m, src, tgt_in, tgt_out, 0.5)
     assert big["noise"] > 0 and big["gap"] >= 0
     assert m.decoder[0].drop.p == 0.1          # the model's own dropout is restored
+
+
+def test_vnmt_kl_against_the_closed_form_and_a_monte_carlo_estimate():
+    from nbsupport.models.vnmt import gaussian_kl
+    mu_q, lv_q, mu_p, lv_p = torch.tensor([[0.3, -1.0]]), torch.tensor([[0.2, -0.5]]), torch.tensor([[0.0, 0.5]]), torch.tensor([[0.0, 0.4]])
+    q = torch.distributions.Normal(mu_q, (0.5 * lv_q).exp())
+    p = torch.distributions.Normal(mu_p, (0.5 * lv_p).exp())
+    assert torch.allclose(gaussian_kl(mu_q, lv_q, mu_p, lv_p), torch.distributions.kl_divergence(q, p).sum(-1))
+    torch.manual_seed(0)
+    x = q.sample((200_000,))
+    mc = (q.log_prob(x) - p.log_prob(x)).sum(-1).mean()
+    assert abs(float(mc) - float(gaussian_kl(mu_q, lv_q, mu_p, lv_p))) < 0.01
+
+
+def test_vnmt_trains_anneals_and_samples_k_hypotheses():
+    from nbsupport.models.vnmt import VariationalNMT, VNMTConfig
+    g = torch.Generator().manual_seed(5)
+    src = [torch.randint(4, 12, (4,), generator=g).tolist() + [2] for _ in range(40)]
+    data = Encoded(src, [s[::-1][1:] + [2] for s in src])
+    m, hist = train_or_load("vnmt", cfg(4), TrainConfig(epochs=3, max_tokens=60, lr=3e-3, warmup=5), {"t": 1}, data, data,
+                            "cpu", progress=False, vnmt=VNMTConfig(anneal_fraction=0.5))
+    assert isinstance(m, VariationalNMT) and hist.epochs[-1]["train_loss"] < hist.epochs[0]["train_loss"]
+    assert m.beta(0.0) == 0.0 and m.beta(0.25) == 0.5 and m.beta(0.9) == 1.0
+    assert VariationalNMT(cfg(4), VNMTConfig(anneal_fraction=0)).beta(0.0) == 1.0
+    hyps = m.hypotheses(torch.tensor([src[0], src[1]]), k=3)
+    assert len(hyps) == 2 and all(len(h) == 3 for h in hyps)

@@ -126,6 +126,7 @@ EXPECTED = {
         *(name in r for name in MIXTURE_NAMES),
         *(r[n]["label"] in ("ok", "D1", "D2") and len(r[n]["per_latent_bleu"]) == 3 for n in MIXTURE_NAMES),
         *(0 <= r[n]["pairwise_bleu"] <= 100 + 1e-6 and 0 <= r[n]["multi_ref_bleu"] <= 100 + 1e-6 for n in MIXTURE_NAMES),
+        r["vnmt"]["label"] in ("ok", "D1", "D2") and len(r["vnmt"]["per_latent_bleu"]) == 3,
         set(r["claims"]),
     ],
 }

@@ -1,0 +1,95 @@
+"""Variational NMT (Zhang et al. 2016), the continuous-latent baseline of Shen et al. 2019.
+
+A Gaussian latent z in R^dz: a prior p(z | x) = N(mu_p, sigma_p^2) from the mean of the
+encoder states, a posterior q(z | x, y) = N(mu_q, sigma_q^2) from that mean and the mean of
+the target embeddings. The decoder reads z through the latent slot of our Transformer: its
+first input is W z instead of BOS (the Transformer is built with n_latent = dz and given z as
+a real vector). Training maximises the ELBO, E_q[log p(y | x, z)] - beta KL(q || p), with one
+reparameterised sample and beta annealed linearly from 0 to 1 over the first
+``anneal_fraction`` of training (KL annealing, Bowman et al. 2016). Hypotheses: sample z from
+the prior, then greedy decoding (Shen et al. section 5).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from ..data.vocab import PAD
+from .transformer import Transformer, TransformerConfig
+
+
+@dataclass(frozen=True)
+class VNMTConfig:
+    anneal_fraction: float = 0.5     # beta reaches 1 after this fraction of training (0: no annealing)
+
+
+def gaussian_kl(mu_q, logvar_q, mu_p, logvar_p) -> torch.Tensor:
+    """KL(N(mu_q, var_q) || N(mu_p, var_p)) summed over dimensions, (B,)."""
+    return 0.5 * (logvar_p - logvar_q + (logvar_q.exp() + (mu_q - mu_p) ** 2) / logvar_p.exp() - 1).sum(-1)
+
+
+class VariationalNMT(nn.Module):
+    def __init__(self, config: TransformerConfig, vnmt: VNMTConfig | None = None):
+        super().__init__()
+        if config.n_latent < 2:
+            raise ValueError("n_latent is the latent dimension dz and must be >= 2")
+        self.config, self.vnmt = config, vnmt or VNMTConfig()
+        self.model = Transformer(config)
+        d, dz = config.d_model, config.n_latent
+        self.prior = nn.Sequential(nn.Linear(d, d), nn.Tanh(), nn.Linear(d, 2 * dz))
+        self.posterior = nn.Sequential(nn.Linear(2 * d, d), nn.Tanh(), nn.Linear(d, 2 * dz))
+
+    @staticmethod
+    def _mean(x, keep):
+        keep = keep.to(x.dtype)[..., None]
+        return (x * keep).sum(1) / keep.sum(1).clamp_min(1)
+
+    def encode(self, src):
+        return self.model.encode(src)
+
+    def prior_params(self, memory, mask):
+        return self.prior(self._mean(memory, mask[:, 0, 0, :])).chunk(2, dim=-1)
+
+    def posterior_params(self, memory, mask, tgt_out):
+        y = self._mean(self.model.tgt_emb(tgt_out), tgt_out != PAD)
+        return self.posterior(torch.cat([self._mean(memory, mask[:, 0, 0, :]), y], dim=-1)).chunk(2, dim=-1)
+
+    def beta(self, done: float) -> float:
+        a = self.vnmt.anneal_fraction
+        return 1.0 if a <= 0 else min(1.0, done / a)
+
+    def elbo_terms(self, src, tgt_in, tgt_out, sample: bool = True):
+        """(reconstruction NLL, KL), each (B,)."""
+        memory, mask = self.encode(src)
+        mu_p, lv_p = self.prior_params(memory, mask)
+        mu_q, lv_q = self.posterior_params(memory, mask, tgt_out)
+        z = mu_q + torch.randn_like(mu_q) * (0.5 * lv_q).exp() if sample else mu_q
+        nll = self.model.sentence_nll(self.model.decode(tgt_in, memory, mask, z), tgt_out)
+        return nll, gaussian_kl(mu_q, lv_q, mu_p, lv_p)
+
+    def vnmt_loss(self, src, tgt_in, tgt_out, done: float) -> torch.Tensor:
+        """Minus the (annealed) ELBO per target token."""
+        nll, kl = self.elbo_terms(src, tgt_in, tgt_out)
+        return (nll + self.beta(done) * kl).sum() / (tgt_out != PAD).sum()
+
+    @torch.no_grad()
+    def negative_elbo(self, src, tgt_in, tgt_out) -> torch.Tensor:
+        nll, kl = self.elbo_terms(src, tgt_in, tgt_out, sample=False)
+        return nll + kl
+
+    @torch.no_grad()
+    def hypotheses(self, src, k: int, seed: int = 0) -> list[list[list[int]]]:
+        """k hypotheses per source: z sampled from the prior, then greedy decoding."""
+        from ..decode import generate
+        self.eval()
+        memory, mask = self.encode(src)
+        mu_p, lv_p = self.prior_params(memory, mask)
+        g = torch.Generator(device="cpu").manual_seed(seed)
+        eps = torch.randn((k,) + tuple(mu_p.shape), generator=g).to(mu_p.device)
+        outs = [generate(self.model, src, "greedy", z=mu_p + eps[i] * (0.5 * lv_p).exp()) for i in range(k)]
+        return [[outs[i][b][0] for i in range(k)] for b in range(src.shape[0])]
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
