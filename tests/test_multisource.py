@@ -42,9 +42,9 @@ def test_child_sum_combiner_is_eqs_3_to_8():
     with torch.no_grad():
         h, c = comb(h1, c1, h2, c2)
     assert h.shape == c.shape == (2, D)
-    Wi1, Wo1, Wu1 = comb.w1.weight.split(D)
-    Wi2, Wo2, Wu2 = comb.w2.weight.split(D)
-    Wf1, Wf2 = comb.wf1.weight, comb.wf2.weight
+    Wi1, Wo1, Wu1 = comb.w1.weight.detach().split(D)
+    Wi2, Wo2, Wu2 = comb.w2.weight.detach().split(D)
+    Wf1, Wf2 = comb.wf1.weight.detach(), comb.wf2.weight.detach()
     sig = lambda x: 1 / (1 + torch.exp(-x))
     for b in range(2):
         for k in range(D):
