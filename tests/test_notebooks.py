@@ -119,7 +119,7 @@ EXPECTED = {
         *(0 <= r[k] <= 100 + 1e-6 for k in ("hMup.EM.pairwise_bleu", "hMup.M.pairwise_bleu")),
         set(r["grid"]) == {"strong.p0.3.EM", "strong.p0.3.M"},
         *(e["label"] in ("ok", "D1", "D2") and 1 <= e["coverage"] <= 3 for e in r["grid"].values()),
-        set(r["table1"]) == {"no", "E&M", "M"} and set(r["claims"]),
+        set(r["table1"]) == {"hMup"} and set(r["table1"]["hMup"]) == {"no", "E&M", "M"} and set(r["claims"]),
     ],
     "04_expert_collapse": lambda r: [
         r["profile"] == "ci",

@@ -154,13 +154,14 @@ class MultiSourceLSTM(nn.Module):
         self.config = c = config
         d = c.d_model
         self.src_embed = nn.ModuleList(nn.Embedding(v, d, padding_idx=PAD) for v in c.src_vocab_sizes)
-        self.encoders = nn.ModuleList(nn.LSTM(d, d, c.layers, batch_first=True, dropout=c.dropout)
+        between = c.dropout if c.layers > 1 else 0.0        # nn.LSTM drops out between layers only
+        self.encoders = nn.ModuleList(nn.LSTM(d, d, c.layers, batch_first=True, dropout=between)
                                       for _ in c.src_vocab_sizes)
         combiner = BasicCombiner if c.combiner == "basic" else ChildSumCombiner
         self.combiners = nn.ModuleList(combiner(d) for _ in range(c.layers)) if c.n_sources == 2 else None
         self.tgt_embed = nn.Embedding(c.tgt_vocab_size, d, padding_idx=PAD)
         feed = d if c.attention != "none" else 0                   # input feeding: h~_{t-1} enters the input
-        self.decoder = nn.LSTM(d + feed, d, c.layers, batch_first=True, dropout=c.dropout)
+        self.decoder = nn.LSTM(d + feed, d, c.layers, batch_first=True, dropout=between)
         if c.attention != "none":
             self.attention = nn.ModuleList(Attention(d, c.attention, c.window) for _ in c.src_vocab_sizes)
             self.w_c = nn.Linear(d * (1 + c.n_sources), d, bias=False)   # eqs. 13-14
