@@ -7,10 +7,9 @@ and every synthetic corpus are cached, keyed by what determines them.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from pathlib import Path
-
-import json
 
 import numpy as np
 import torch
@@ -22,6 +21,7 @@ from .data.synthetic import Corpus, Split, ToyConfig, detokenize, toy
 from .data.vocab import WordVocab
 from .pipeline import Task
 from .profiles import Profile
+from .train import Encoded
 
 TOKENIZE = WordVocab.tokenize       # word level, punctuation split off (the toy's own tokens)
 BIBLE_MAX_WORDS = 50                # verses longer than this (either side) are left out of IBM training
@@ -90,7 +90,6 @@ def synthetic_task(cfg: Profile, base, gamma: float, seed: int = 0) -> Task:
     syn = sample_corpus(ibm.Sampler(model), sources, gamma, cfg.ibm["test_refs"], seed, key["dataset"], key)
     src_vocab = WordVocab.build(syn.train.src)
     tgt_vocab = WordVocab.build(r for rs in syn.train.refs for r in rs)
-    from .train import Encoded
     task_key = {"dataset": syn.name, "base": key, "gamma": gamma, "seed": seed}
     sizes, training = (cfg.bible_model, cfg.bible_training) if lower else (cfg.toy_model, cfg.toy_training)
     return Task(syn.name, syn, src_vocab, tgt_vocab, Encoded.from_split(syn.train, src_vocab, tgt_vocab),

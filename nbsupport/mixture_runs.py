@@ -9,7 +9,7 @@ import torch
 from .analysis import degeneracy
 from .data.batching import pad_batch
 from .metrics import diversity_report, per_latent_bleu
-from .models.mixture import MixtureConfig
+from .models.mixture import MixtureConfig, MixtureModel
 from .pipeline import Task, toy_task, train_model
 from .profiles import Profile
 
@@ -57,7 +57,6 @@ def assignment_agreement(confusion) -> float:
 def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0) -> dict:
     """Table 7's columns (a mixture, or variational NMT with one prior sample per "latent"): per-latent BLEU, pairwise BLEU, multi-reference BLEU, coverage,
     the D1/D2 label, and how the last epoch's E-step assignments agreed with the true styles."""
-    from .models.mixture import MixtureModel
     test = t.corpus.test
     srcs, refs = test.src[:sentences], test.refs[:sentences]
     device = next(model.parameters()).device
