@@ -90,8 +90,13 @@ class _Links:
         # the sparse translation table: one entry per co-occurring (f, e)
         self.pairs, self.pid = torch.unique(self.f * self.n_tgt + self.e, return_inverse=True)
         self.pair_f = self.pairs // self.n_tgt
-        self.pair_e = self.pairs % self.n_tgt
-        self.L, self.M = bt.max_src_len, bt.max_tgt_len
+        # flat indices into the dense a[l, m, j, i] (Model 2) and d[l, m, i, j] (Model 3) tables
+        self.L, self.M = L, M = bt.max_src_len, bt.max_tgt_len
+        self.a_index = ((self.l * (M + 1) + self.m) * (M + 1) + self.j) * (L + 1) + self.i
+        self.d_index = ((self.l * (M + 1) + self.m) * (L + 1) + self.i) * (M + 1) + self.j
+        # sum over sentences of m * log(l + 1): Model 1's uniform alignment term; the target words
+        self.log_uniform = sum(len(e) * math.log(len(x) + 1) for x, e in zip(bt.src, bt.tgt))
+        self.n_words = sum(len(e) for e in bt.tgt)
 
     def normalise_rows(self, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         z = torch.zeros(self.n_rows, dtype=w.dtype).scatter_add_(0, self.row, w)
@@ -137,9 +142,7 @@ def train_model1(bt: Bitext, iterations: int = 5, links: _Links | None = None) -
     ll = []
     for _ in range(iterations):
         post, z = lk.normalise_rows(t[lk.pid])
-        lens = torch.tensor([len(x) for x in bt.src], dtype=torch.float64)
-        m_counts = torch.tensor([len(e) for e in bt.tgt], dtype=torch.float64)
-        ll.append(float(z.log().sum() - (m_counts * (lens + 1).log()).sum()))
+        ll.append(float(z.log().sum()) - lk.log_uniform)
         t = lk.t_from_counts(post, len(bt.src_words))
     return IBMModel(bt, lk.pairs, t, log_likelihood={"model1": ll})
 
@@ -155,13 +158,12 @@ def train_model2(bt: Bitext, iterations: int = 5, model1: IBMModel | None = None
     a = torch.zeros(L + 1, M + 1, M + 1, L + 1, dtype=torch.float64)
     for l in range(1, L + 1):
         a[l, :, :, :l + 1] = 1.0 / (l + 1)
-    a_index = ((lk.l * (M + 1) + lk.m) * (M + 1) + lk.j) * (L + 1) + lk.i
     ll = []
     for _ in range(iterations):
-        post, z = lk.normalise_rows(t[lk.pid] * a.view(-1)[a_index])
+        post, z = lk.normalise_rows(t[lk.pid] * a.view(-1)[lk.a_index])
         ll.append(float(z.log().sum()))
         t = lk.t_from_counts(post, len(bt.src_words))
-        counts = torch.zeros(a.numel(), dtype=torch.float64).scatter_add_(0, a_index, post).view(a.shape)
+        counts = torch.zeros(a.numel(), dtype=torch.float64).scatter_add_(0, lk.a_index, post).view(a.shape)
         total = counts.sum(-1, keepdim=True)
         a = torch.where(total > 0, counts / total.clamp_min(1e-300), a)
     return IBMModel(bt, lk.pairs, t, a=a, log_likelihood={**m1.log_likelihood, "model2": ll})
@@ -190,8 +192,6 @@ def train_model3(bt: Bitext, iterations: int = 5, model2: IBMModel | None = None
     m2 = model2 or train_model2(bt, iterations, links=lk)
     t = m2.t.clone()
     L, M = lk.L, lk.M
-    a_index = ((lk.l * (M + 1) + lk.m) * (M + 1) + lk.j) * (L + 1) + lk.i
-    d_index = ((lk.l * (M + 1) + lk.m) * (L + 1) + lk.i) * (M + 1) + lk.j
     not_null = lk.i > 0
     # (sentence, i >= 1) rows for the fertility DP
     src_offsets = torch.tensor([0] + [len(x) for x in bt.src]).cumsum(0)
@@ -202,17 +202,17 @@ def train_model3(bt: Bitext, iterations: int = 5, model2: IBMModel | None = None
     p1 = 0.5
     for it in range(iterations):
         if it == 0:
-            prior = m2.a.view(-1)[a_index]                   # the transfer from Model 2
+            prior = m2.a.view(-1)[lk.a_index]                   # the transfer from Model 2
         else:
             nu = p1 / (1 + p1)
-            dj = d.view(-1)[d_index] * not_null
+            dj = d.view(-1)[lk.d_index] * not_null
             dsum = torch.zeros(lk.n_rows, dtype=torch.float64).scatter_add_(0, lk.row, dj)
             prior = torch.where(not_null, (1 - nu) * dj / dsum[lk.row].clamp_min(1e-300), torch.full_like(dj, nu))
         post, _ = lk.normalise_rows(t[lk.pid] * prior)
         t = lk.t_from_counts(post, len(bt.src_words))
         # distortion d(j | i, l, m): counts normalised over j
         dc = torch.zeros((L + 1) * (M + 1) * (L + 1) * (M + 1), dtype=torch.float64)
-        dc.scatter_add_(0, d_index[not_null], post[not_null])
+        dc.scatter_add_(0, lk.d_index[not_null], post[not_null])
         dc = dc.view(L + 1, M + 1, L + 1, M + 1)
         total = dc.sum(-1, keepdim=True)
         d = torch.where(total > 0, dc / total.clamp_min(1e-300), torch.zeros_like(dc))
@@ -224,8 +224,7 @@ def train_model3(bt: Bitext, iterations: int = 5, model2: IBMModel | None = None
         n = nc / nc.sum(-1, keepdim=True).clamp_min(1e-300)
         # p1 from the expected number of NULL-aligned words phi_0: p1 = E[phi0] / E[m - phi0]
         phi0 = float(post[~not_null].sum())
-        words = float(sum(len(e) for e in bt.tgt))
-        p1 = phi0 / max(words - phi0, 1e-12)
+        p1 = phi0 / max(lk.n_words - phi0, 1e-12)
         p1 = min(max(p1, 1e-6), 0.99)
     return IBMModel(bt, lk.pairs, t, a=m2.a, d=d, n=n, p1=p1, log_likelihood=m2.log_likelihood)
 

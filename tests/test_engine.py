@@ -138,6 +138,13 @@ def test_batched_estep_equals_separate_passes():
         assert torch.allclose(batched[:, z], model.sentence_nll(logits, tgt), atol=1e-4)
     assert torch.allclose(batched, chunked, atol=1e-5)
     assert torch.equal(hard_em_assign(model, src, tgt_in, tgt), batched.argmin(1))
+    # differentiable (soft EM's M-step): the same gradient as the K separate passes
+    params = list(model.parameters())
+    memory, mask = model.encode(src)
+    g_batched = torch.autograd.grad(model.latent_nll(memory, mask, tgt_in, tgt, chunk=3).sum(), params, allow_unused=True)
+    separate = sum(model.sentence_nll(model(src, tgt_in, torch.full((3,), z)), tgt).sum() for z in range(4))
+    g_separate = torch.autograd.grad(separate, params, allow_unused=True)
+    assert all((a is None and b is None) or torch.allclose(a, b, atol=1e-5) for a, b in zip(g_batched, g_separate))
     assert torch.equal(hard_em_assign(model, src, tgt_in, tgt, chunk=2), batched.argmin(1))
 
 

@@ -117,12 +117,8 @@ class MixtureModel(nn.Module):
 
     def expert_nll(self, memory, mask, tgt_in, tgt_out) -> torch.Tensor:
         """-log p(y | z, x) for every expert, (B, K), with gradients (one batched pass when shared)."""
-        b, k = tgt_in.shape[0], self.k
         if self.mixture.params == "shared":
-            e = self.experts[0]
-            zs = torch.arange(k, device=tgt_in.device).repeat_interleave(b)
-            logits = e.decode(tgt_in.repeat(k, 1), memory.repeat(k, 1, 1), mask.repeat(k, 1, 1, 1), zs)
-            return e.sentence_nll(logits, tgt_out.repeat(k, 1)).view(k, b).t()
+            return self.experts[0].latent_nll(memory, mask, tgt_in, tgt_out)
         return torch.stack([e.sentence_nll(e.decode(tgt_in, memory, mask), tgt_out) for e in self.experts], dim=1)
 
     def log_joint(self, src, tgt_in, tgt_out) -> torch.Tensor:

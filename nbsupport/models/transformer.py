@@ -245,10 +245,10 @@ class Transformer(nn.Module):
             scores = gold - torch.logsumexp(logits, dim=-1)
         return -(scores * (tgt_out != PAD)).sum(dim=1)
 
-    @torch.no_grad()
     def latent_nll(self, memory, mem_mask, tgt_in, tgt_out, chunk: int | None = None) -> torch.Tensor:
         """NLL of every sentence under every latent value, (B, K), in batched decoder passes:
-        the batch is stacked K times (z = 0..K-1). ``chunk`` latent values go into one pass;
+        the batch is stacked K times (z = 0..K-1). Differentiable: the E-step calls it under
+        ``torch.no_grad()``, soft EM's M-step with gradients. ``chunk`` latent values go into one pass;
         by default all K on a GPU, and on a CPU as many as fit about 6k target tokens
         (measured on 2 cores: one 10-copy pass of a 1k-token batch was 8% slower than a loop
         over the experts, 5-copy chunks 20% faster)."""
