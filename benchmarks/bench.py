@@ -21,30 +21,64 @@ import torch
 
 import nbsupport as nbs
 from nbsupport.data.batching import pad_batch
+from nbsupport.data.vocab import PAD
 from nbsupport.kernels import fused_scones_loss
 from nbsupport.losses import scones_loss
 from nbsupport.models import ConditioningConfig, TargetConditionedTransformer, Transformer, TransformerConfig
-from nbsupport.train import TrainConfig, training_speed
+from nbsupport.train import TrainConfig, make_optimizer, training_step
 
 SIZES = {
-    "tiny": dict(n_train=400, steps=3, sentences=8, d_model=32, d_ff=64, layers=1, vocab=(512, 1024), rows=64),
-    "lab": dict(n_train=4000, steps=12, sentences=64, d_model=128, d_ff=256, layers=2, vocab=(8000, 32000), rows=2048),
+    "tiny": dict(n_train=400, steps=3, rounds=1, sentences=8, d_model=32, d_ff=64, layers=1, vocab=(512, 1024), rows=64),
+    "lab": dict(n_train=4000, steps=12, rounds=5, sentences=64, d_model=128, d_ff=256, layers=2, vocab=(8000, 32000),
+                rows=2048),
 }
 
 
-def timeit(fn, repeats: int = 3) -> float:
-    """Median wall time of ``fn()`` (after one untimed call)."""
+def _timed(fn) -> float:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
     fn()
-    runs = []
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def side_by_side(a, b, repeats: int = 5) -> tuple[float, float, float]:
+    """Median seconds of ``a()`` and of ``b()``, called in turns (after one untimed call each),
+    and the median over the turns of time(a) / time(b)."""
+    a(), b()
+    ta, tb = [], []
     for _ in range(repeats):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        runs.append(time.perf_counter() - t0)
-    return statistics.median(runs)
+        ta.append(_timed(a))
+        tb.append(_timed(b))
+    return statistics.median(ta), statistics.median(tb), statistics.median(x / y for x, y in zip(ta, tb))
+
+
+def step_seconds(models: dict, batches: list, cfg: TrainConfig, rounds: int, warmup_steps: int = 2) -> dict:
+    """Seconds of training steps over ``batches[warmup_steps:]`` per model and round. The models
+    take turns round after round, so that drift on a shared machine hits them alike."""
+    opts = {name: make_optimizer(m, cfg) for name, m in models.items()}
+    for name, m in models.items():
+        for src, tgt_in, tgt_out, _ in batches[:warmup_steps]:
+            training_step(m, *opts[name], src, tgt_in, tgt_out, cfg, 0.0)
+    seconds = {name: [] for name in models}
+    for _ in range(rounds):
+        for name, m in models.items():
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for src, tgt_in, tgt_out, _ in batches[warmup_steps:]:
+                training_step(m, *opts[name], src, tgt_in, tgt_out, cfg, 0.0)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            seconds[name].append(time.perf_counter() - t0)
+    return seconds
+
+
+def step_ratio(seconds: dict, name: str, reference: str) -> float:
+    """Median over rounds of (step time of ``name``) / (step time of ``reference``)."""
+    return statistics.median(a / b for a, b in zip(seconds[name], seconds[reference]))
 
 
 def estep_loop(model, src, tgt_in, tgt_out):
@@ -101,42 +135,49 @@ def main(argv=None) -> int:
     # a. Hard-MoE step against the baseline step; batched E-step against a per-expert loop
     # same batches for every model, so step-time ratios are inverse token-throughput ratios
     torch.manual_seed(0)
-    raw["baseline_tok_s"] = training_speed(Transformer(mc()).to(dev), batches, cfg)
+    tokens = sum(int((b[2] != PAD).sum()) for b in batches[2:])
+    secs = step_seconds({k: Transformer(mc(k)).to(dev) for k in (1, 3, 10)}, batches, cfg, sz["rounds"])
+    raw["baseline_tok_s"] = tokens / statistics.median(secs[1])
     for k in (3, 10):
-        raw[f"hard_moe_k{k}_tok_s"] = training_speed(Transformer(mc(k)).to(dev), batches, cfg)
-        ratios[f"hard_moe_k{k}_step_over_baseline"] = raw["baseline_tok_s"] / raw[f"hard_moe_k{k}_tok_s"]
+        raw[f"hard_moe_k{k}_tok_s"] = tokens / statistics.median(secs[k])
+        ratios[f"hard_moe_k{k}_step_over_baseline"] = step_ratio(secs, k, 1)
     moe10 = Transformer(mc(10)).to(dev).eval()
     src, tgt_in, tgt_out, _ = batches[0]
     assert torch.allclose(estep_loop(moe10, src, tgt_in, tgt_out), estep_batched(moe10, src, tgt_in, tgt_out), atol=1e-3)
-    raw["estep_loop_k10_s"] = timeit(lambda: estep_loop(moe10, src, tgt_in, tgt_out))
-    raw["estep_batched_k10_s"] = timeit(lambda: estep_batched(moe10, src, tgt_in, tgt_out))
-    ratios["batched_estep_speedup_over_loop"] = raw["estep_loop_k10_s"] / raw["estep_batched_k10_s"]
+    raw["estep_loop_k10_s"], raw["estep_batched_k10_s"], ratios["batched_estep_speedup_over_loop"] = side_by_side(
+        lambda: estep_loop(moe10, src, tgt_in, tgt_out), lambda: estep_batched(moe10, src, tgt_in, tgt_out))
 
     # b. target-encoder step at K=50 against K=3
+    secs = step_seconds({k: TargetConditionedTransformer(mc(k), ConditioningConfig()).to(dev) for k in (3, 50)},
+                        batches, cfg, sz["rounds"])
     for k in (3, 50):
-        raw[f"target_encoder_k{k}_tok_s"] = training_speed(
-            TargetConditionedTransformer(mc(k), ConditioningConfig()).to(dev), batches, cfg)
-    ratios["target_encoder_k50_step_over_k3"] = raw["target_encoder_k3_tok_s"] / raw["target_encoder_k50_tok_s"]
+        raw[f"target_encoder_k{k}_tok_s"] = tokens / statistics.median(secs[k])
+    ratios["target_encoder_k50_step_over_k3"] = step_ratio(secs, 50, 3)
 
     # c. SCONES greedy against softmax beam 4 (sentences per second), batch 4 and 64
     sents = task.corpus.test.src[:sz["sentences"]]
+    encoded = [task.src_vocab.encode(s) for s in sents]
     scones, softmax = Transformer(mc(output="scones")).to(dev), Transformer(mc()).to(dev)
+
+    def decode_all(model, batch, method, **kw):
+        for lo in range(0, len(encoded), batch):
+            nbs.decode.generate(model, pad_batch(encoded[lo:lo + batch]).to(dev), method, **kw)
     for b in (4, 64):
-        raw[f"scones_greedy_b{b}_sent_s"] = nbs.beam_curse.sentences_per_second(scones, task.src_vocab, sents, "greedy", b)
-        raw[f"softmax_beam4_b{b}_sent_s"] = nbs.beam_curse.sentences_per_second(softmax, task.src_vocab, sents, "beam", b,
-                                                                               n=1, beam=4)
-        ratios[f"scones_greedy_over_softmax_beam4_b{b}"] = raw[f"scones_greedy_b{b}_sent_s"] / raw[f"softmax_beam4_b{b}_sent_s"]
+        beam_s, greedy_s, ratio = side_by_side(lambda: decode_all(softmax, b, "beam", n=1, beam=4),
+                                               lambda: decode_all(scones, b, "greedy"), repeats=3)
+        raw[f"scones_greedy_b{b}_sent_s"], raw[f"softmax_beam4_b{b}_sent_s"] = len(sents) / greedy_s, len(sents) / beam_s
+        ratios[f"scones_greedy_over_softmax_beam4_b{b}"] = ratio   # beam time / greedy time = throughput ratio
 
     # d. K-latent parallel greedy against K separate greedy runs; KV cache against none
     moe4 = Transformer(mc(4)).to(dev).eval()
     enc = pad_batch([task.src_vocab.encode(s) for s in sents]).to(dev)
-    raw["latent_greedy_k4_s"] = timeit(lambda: nbs.decode.generate(moe4, enc, "latent_greedy"))
-    raw["separate_greedy_k4_s"] = timeit(lambda: [nbs.decode.generate(moe4, enc, "greedy", z=torch.full((len(sents),), z, device=dev))
-                                                 for z in range(4)])
-    ratios["latent_greedy_speedup_over_separate"] = raw["separate_greedy_k4_s"] / raw["latent_greedy_k4_s"]
-    raw["greedy_cache_s"] = timeit(lambda: nbs.decode.generate(softmax, enc, "greedy", use_cache=True))
-    raw["greedy_no_cache_s"] = timeit(lambda: nbs.decode.generate(softmax, enc, "greedy", use_cache=False))
-    ratios["kv_cache_speedup"] = raw["greedy_no_cache_s"] / raw["greedy_cache_s"]
+    separate = lambda: [nbs.decode.generate(moe4, enc, "greedy", z=torch.full((len(sents),), z, device=dev))
+                        for z in range(4)]
+    raw["separate_greedy_k4_s"], raw["latent_greedy_k4_s"], ratios["latent_greedy_speedup_over_separate"] = side_by_side(
+        separate, lambda: nbs.decode.generate(moe4, enc, "latent_greedy"))
+    raw["greedy_no_cache_s"], raw["greedy_cache_s"], ratios["kv_cache_speedup"] = side_by_side(
+        lambda: nbs.decode.generate(softmax, enc, "greedy", use_cache=False),
+        lambda: nbs.decode.generate(softmax, enc, "greedy", use_cache=True))
 
     # e. fused SCONES loss against the plain composition: time and memory at two vocabularies
     for v in sz["vocab"]:
@@ -146,11 +187,10 @@ def main(argv=None) -> int:
         targets = torch.randint(1, v, (sz["rows"],), generator=g).to(dev)
         plain = lambda: scones_loss(logits.requires_grad_(), targets, pad_id=0, alpha=0.5)
         fused = lambda: fused_scones_loss(logits.requires_grad_(), targets, pad_id=0, alpha=0.5)
-        raw[f"plain_loss_{label}_s"] = timeit(lambda: plain().backward())
-        raw[f"fused_loss_{label}_s"] = timeit(lambda: fused().backward())
+        raw[f"fused_loss_{label}_s"], raw[f"plain_loss_{label}_s"], ratios[f"fused_loss_time_over_plain_{label}"] = \
+            side_by_side(lambda: fused().backward(), lambda: plain().backward(), repeats=3)
         raw[f"plain_loss_{label}_bytes"] = peak_memory(plain)
         raw[f"fused_loss_{label}_bytes"] = peak_memory(fused)
-        ratios[f"fused_loss_time_over_plain_{label}"] = raw[f"fused_loss_{label}_s"] / raw[f"plain_loss_{label}_s"]
         ratios[f"fused_loss_peak_mem_over_plain_{label}"] = raw[f"fused_loss_{label}_bytes"] / raw[f"plain_loss_{label}_bytes"]
 
     device = (torch.cuda.get_device_name(0) if dev.type == "cuda"

@@ -95,6 +95,26 @@ def test_kv_cache_equals_recomputation():
     assert beam_a == beam_b
 
 
+@pytest.mark.parametrize("kind", ["mask", "causal"])
+def test_cpu_attention_equals_torch_sdpa(kind):
+    """The plain CPU composition against PyTorch's fused kernel: outputs and gradients."""
+    from nbsupport.models.transformer import attention
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 2, 5, 8, generator=g, requires_grad=True) for _ in range(3))
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)[:, None, None, :]
+    kw = dict(mask=mask) if kind == "mask" else dict(causal=True)
+    ours = attention(q, k, v, **kw)
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=kw.get("mask"), is_causal=kind == "causal")
+    assert torch.allclose(ours, ref, atol=1e-6)
+    grads = torch.autograd.grad(ours.square().sum(), (q, k, v))
+    for a, b in zip(grads, torch.autograd.grad(ref.square().sum(), (q, k, v))):
+        assert torch.allclose(a, b, atol=1e-5)
+    if kind == "mask":   # masked keys get no weight: changing them changes nothing
+        v2 = v.detach().clone()
+        v2[1, :, 3:, :] = 100.0
+        assert torch.allclose(attention(q, k, v2, mask=mask)[1], ours[1], atol=1e-6)
+
+
 def test_diverse_beam_without_penalty_is_beam_split_into_groups():
     model, src = tiny_model(), random_src()
     dbs = generate(model, src, "diverse_beam", n=4, beam=4, groups=2, diversity=0.0)

@@ -61,8 +61,27 @@ def sinusoids(n: int, d: int) -> torch.Tensor:
     return pe
 
 
+def attention(q, k, v, mask=None, causal: bool = False, dropout: float = 0.0) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d_k)) v over the keys that ``mask`` (True = real) and, when
+    ``causal``, the causal order allow (Vaswani et al. 2017, eq. 1); (B, h, T, d_k) tensors.
+
+    On a GPU this is PyTorch's fused kernel. On a CPU the plain composition below: on our short
+    sentences (13 tokens, 2 cores) the CPU flash kernel cost 2.2 ms a call against 1.3 ms, and a
+    K=10 E-step took 117 ms against 90 ms (training steps the same)."""
+    if q.device.type != "cpu":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout)
+    scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
+    if causal:   # query i sees keys 0..i (queries are the last T of the S keys)
+        t, s = scores.shape[-2:]
+        scores = scores.masked_fill(torch.ones(t, s, dtype=torch.bool, device=q.device).triu(s - t + 1), float("-inf"))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return (F.dropout(weights, dropout) if dropout else weights) @ v
+
+
 class Attention(nn.Module):
-    """Multi-head attention on F.scaled_dot_product_attention, with an optional KV cache."""
+    """Multi-head attention with an optional KV cache."""
 
     def __init__(self, d: int, h: int, dropout: float):
         super().__init__()
@@ -92,8 +111,7 @@ class Attention(nn.Module):
                     k = torch.cat([cache["k"], k], dim=2)
                     v = torch.cat([cache["v"], v], dim=2)
                 cache["k"], cache["v"] = k, v
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and q.shape[2] > 1,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        y = attention(q, k, v, mask, causal=causal and q.shape[2] > 1, dropout=self.dropout if self.training else 0.0)
         b, h, t, dh = y.shape
         return self.out(y.transpose(1, 2).reshape(b, t, h * dh))
 
