@@ -25,7 +25,7 @@ from nbsupport.data.vocab import PAD
 from nbsupport.kernels import fused_scones_loss
 from nbsupport.losses import scones_loss
 from nbsupport.models import ConditioningConfig, TargetConditionedTransformer, Transformer, TransformerConfig
-from nbsupport.train import TrainConfig, make_optimizer, training_step
+from nbsupport.train import TrainConfig, step_seconds
 
 SIZES = {
     "tiny": dict(n_train=400, steps=3, rounds=1, sentences=8, d_model=32, d_ff=64, layers=1, vocab=(512, 1024), rows=64),
@@ -53,27 +53,6 @@ def side_by_side(a, b, repeats: int = 5) -> tuple[float, float, float]:
         ta.append(_timed(a))
         tb.append(_timed(b))
     return statistics.median(ta), statistics.median(tb), statistics.median(x / y for x, y in zip(ta, tb))
-
-
-def step_seconds(models: dict, batches: list, cfg: TrainConfig, rounds: int, warmup_steps: int = 2) -> dict:
-    """Seconds of training steps over ``batches[warmup_steps:]`` per model and round. The models
-    take turns round after round, so that drift on a shared machine hits them alike."""
-    opts = {name: make_optimizer(m, cfg) for name, m in models.items()}
-    for name, m in models.items():
-        for src, tgt_in, tgt_out, _ in batches[:warmup_steps]:
-            training_step(m, *opts[name], src, tgt_in, tgt_out, cfg, 0.0)
-    seconds = {name: [] for name in models}
-    for _ in range(rounds):
-        for name, m in models.items():
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for src, tgt_in, tgt_out, _ in batches[warmup_steps:]:
-                training_step(m, *opts[name], src, tgt_in, tgt_out, cfg, 0.0)
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            seconds[name].append(time.perf_counter() - t0)
-    return seconds
 
 
 def step_ratio(seconds: dict, name: str, reference: str) -> float:

@@ -223,17 +223,33 @@ def make_optimizer(model: Transformer, cfg: TrainConfig):
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, inv_sqrt)
 
 
+def step_seconds(models: dict, batches: list, cfg: TrainConfig, rounds: int = 1, warmup_steps: int = 2) -> dict:
+    """Seconds of ``training_step`` over ``batches[warmup_steps:]``, per model and round (after
+    ``warmup_steps`` untimed steps each). The models take turns round after round, so that drift
+    on a shared machine hits them alike."""
+    opts = {name: make_optimizer(m, cfg) for name, m in models.items()}
+    for name, m in models.items():
+        for src, tgt_in, tgt_out, _ in batches[:warmup_steps]:
+            training_step(m, *opts[name], src, tgt_in, tgt_out, cfg, 0.0)
+    cuda = batches[0][1].device.type == "cuda"
+    seconds = {name: [] for name in models}
+    for _ in range(rounds):
+        for name, m in models.items():
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for src, tgt_in, tgt_out, _ in batches[warmup_steps:]:
+                training_step(m, *opts[name], src, tgt_in, tgt_out, cfg, 0.0)
+            if cuda:
+                torch.cuda.synchronize()
+            seconds[name].append(time.perf_counter() - t0)
+    return seconds
+
+
 def training_speed(model: Transformer, batches: list, cfg: TrainConfig, warmup_steps: int = 2) -> float:
     """Target tokens per second of ``training_step`` over ``batches`` (after a few untimed steps)."""
-    opt, sched = make_optimizer(model, cfg)
-    for src, tgt_in, tgt_out, _ in batches[:warmup_steps]:
-        training_step(model, opt, sched, src, tgt_in, tgt_out, cfg, 0.0)
-    t0, tokens = time.perf_counter(), 0
-    for src, tgt_in, tgt_out, _ in batches[warmup_steps:]:
-        tokens += training_step(model, opt, sched, src, tgt_in, tgt_out, cfg, 0.0)[1]
-    if tgt_in.device.type == "cuda":
-        torch.cuda.synchronize()
-    return tokens / (time.perf_counter() - t0)
+    tokens = sum(int((tgt_out != PAD).sum()) for _, _, tgt_out, _ in batches[warmup_steps:])
+    return tokens / step_seconds({"model": model}, batches, cfg, 1, warmup_steps)["model"][0]
 
 
 # --------------------------------------------------------------------------- the loop
