@@ -114,8 +114,9 @@ def main(argv=None) -> int:
     # a. Hard-MoE step against the baseline step; batched E-step against a per-expert loop
     # same batches for every model, so step-time ratios are inverse token-throughput ratios
     torch.manual_seed(0)
-    tokens = sum(int((b[2] != PAD).sum()) for b in batches[2:])
-    secs = step_seconds({k: Transformer(mc(k)).to(dev) for k in (1, 3, 10)}, batches, cfg, sz["rounds"])
+    warmup = 2   # untimed steps per model
+    tokens = sum(int((b[2] != PAD).sum()) for b in batches[warmup:])
+    secs = step_seconds({k: Transformer(mc(k)).to(dev) for k in (1, 3, 10)}, batches, cfg, sz["rounds"], warmup)
     raw["baseline_tok_s"] = tokens / statistics.median(secs[1])
     for k in (3, 10):
         raw[f"hard_moe_k{k}_tok_s"] = tokens / statistics.median(secs[k])
@@ -128,7 +129,7 @@ def main(argv=None) -> int:
 
     # b. target-encoder step at K=50 against K=3
     secs = step_seconds({k: TargetConditionedTransformer(mc(k), ConditioningConfig()).to(dev) for k in (3, 50)},
-                        batches, cfg, sz["rounds"])
+                        batches, cfg, sz["rounds"], warmup)
     for k in (3, 50):
         raw[f"target_encoder_k{k}_tok_s"] = tokens / statistics.median(secs[k])
     ratios["target_encoder_k50_step_over_k3"] = step_ratio(secs, 50, 3)
@@ -149,7 +150,7 @@ def main(argv=None) -> int:
 
     # d. K-latent parallel greedy against K separate greedy runs; KV cache against none
     moe4 = Transformer(mc(4)).to(dev).eval()
-    enc = pad_batch([task.src_vocab.encode(s) for s in sents]).to(dev)
+    enc = pad_batch(encoded).to(dev)
     separate = lambda: [nbs.decode.generate(moe4, enc, "greedy", z=torch.full((len(sents),), z, device=dev))
                         for z in range(4)]
     raw["separate_greedy_k4_s"], raw["latent_greedy_k4_s"], ratios["latent_greedy_speedup_over_separate"] = side_by_side(

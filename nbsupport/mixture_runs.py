@@ -55,8 +55,10 @@ def assignment_agreement(confusion) -> float:
 
 @torch.no_grad()
 def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0) -> dict:
-    """Table 7's columns (a mixture, or variational NMT with one prior sample per "latent"): per-latent BLEU, pairwise BLEU, multi-reference BLEU, coverage,
-    the D1/D2 label, and how the last epoch's E-step assignments agreed with the true styles."""
+    """Table 7's columns for a mixture (or variational NMT, one prior sample per "latent"):
+    per-latent BLEU, pairwise BLEU, multi-reference BLEU, average oracle BLEU, coverage, the
+    D1/D2 label, and the hypotheses. (Style agreement comes from the training history:
+    :func:`agreement_of`.)"""
     test = t.corpus.test
     srcs, refs = test.src[:sentences], test.refs[:sentences]
     device = next(model.parameters()).device

@@ -2,8 +2,8 @@
 import json
 import os
 import platform
-import sys
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -120,10 +120,10 @@ def test_environment_yml_agrees_with_pyproject():
 
 
 FAULTS_SCRIPT = """
-import resource, sys, torch
+import resource, torch
 import nbsupport as nbs
 from nbsupport.models import Transformer, TransformerConfig
-nbs.setup(0, quiet=True) if sys.argv[1] == "setup" else None
+nbs.setup(0, quiet=True)
 torch.manual_seed(0)
 model = Transformer(TransformerConfig(60, 80, d_model=128, d_ff=256, n_latent=10)).eval()
 src, tgt = torch.randint(4, 60, (78, 13)), torch.randint(4, 80, (78, 13))
@@ -143,7 +143,7 @@ def test_setup_stops_page_faulting_activations_back_in():
     """A repeated K=10 E-step re-used freed heap after nbs.setup() (measured without it on a
     2-core VM: 12k-31k minor page faults per call, i.e. its activations mapped afresh)."""
     import subprocess
-    run = lambda arg: int(subprocess.run([sys.executable, "-c", FAULTS_SCRIPT, arg], capture_output=True, text=True,
-                                         check=True, env={**os.environ, "NBS_THREADS": "1"}).stdout)
+    out = subprocess.run([sys.executable, "-c", FAULTS_SCRIPT], capture_output=True, text=True, check=True,
+                         env={**os.environ, "NBS_THREADS": "1"}).stdout
     assert nbs.runtime.keep_freed_memory()
-    assert run("setup") < 2000
+    assert int(out) < 2000
