@@ -10,7 +10,7 @@ DATA_STAMP := data/.prepared-stamp
 # papermill and JupyterLab find the venv's own python3 kernel first; nothing is registered globally.
 export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
 
-.PHONY: setup data test notebooks lab test-kernels bench strip clean
+.PHONY: setup data test notebooks lab test-kernels bench strip clean smoke-full
 
 setup: $(STAMP)
 
@@ -40,6 +40,13 @@ lab: data
 test-kernels: data
 	$(PY) -m pip install --quiet -e '.[dev,kernels]'
 	TRITON_INTERPRET=1 $(PY) -m pytest tests -k kernel
+
+# every notebook's `full` code path on this CPU: real model sizes and Bible data, NBS_MAX_STEPS
+# optimiser steps per model, evaluation sizes / 25 (nbsupport/smoke.py); results, wall times and
+# the projected GPU time per notebook in build/smoke-full/ (projection.json). Not part of `make test`.
+# One notebook: make smoke-full NOTEBOOKS=notebooks/06_scones_beam_curse.ipynb
+smoke-full: data
+	NBS_BUILD=$(CURDIR)/build/smoke-full $(PY) -c 'import sys, nbsupport.smoke as s; sys.exit(s.main(sys.argv[1:]))' $(NOTEBOOKS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench.py --size lab

@@ -115,8 +115,10 @@ def test_environment_yml_agrees_with_pyproject():
     listed = _names(l.strip()[2:] for l in lines if l.strip().startswith("- ") and not l.strip().startswith("- pip"))
     assert wanted <= listed, f"missing from environment.yml: {wanted - listed}"
     assert listed - {"python"} <= wanted, f"not in pyproject.toml: {listed - {'python'} - wanted}"
-    pin = next(s for s in project["dependencies"] if s.startswith("torch"))
-    assert pin == "torch==2.13.0" and "torch==2.13.0" in (ROOT / "environment.yml").read_text()
+    # torch: the same range in both (no pin: a cloud notebook keeps its CUDA torch); the CPU pin in the Makefile
+    spec = next(s for s in project["dependencies"] if s.startswith("torch"))
+    assert "==" not in spec and f"- {spec} " in text + " ", f"environment.yml must list {spec!r} as pyproject.toml does"
+    assert "pip install --quiet torch==2.13.0" in (ROOT / "Makefile").read_text()
 
 
 FAULTS_SCRIPT = """

@@ -1,0 +1,206 @@
+"""The full-size smoke run's caps (NBS_MAX_STEPS, NBS_SMOKE) and the GPU-time projection."""
+import math
+
+import pytest
+import torch
+
+import nbsupport as nbs
+from nbsupport import smoke
+from nbsupport import train as train_mod
+from nbsupport.models import Transformer, TransformerConfig
+from nbsupport.train import Encoded, TrainConfig, train, train_or_load
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBS_BUILD", str(tmp_path / "build"))
+    for var in (smoke.MAX_STEPS_ENV, smoke.SMOKE_ENV, smoke.LEDGER_ENV):
+        monkeypatch.delenv(var, raising=False)
+
+
+def tiny_config(k=1):
+    return TransformerConfig(src_vocab=12, tgt_vocab=14, d_model=16, n_heads=2, d_ff=32, enc_layers=1, dec_layers=2,
+                             dropout=0.0, n_latent=k)
+
+
+def tiny_data(n=24, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    src = [torch.randint(4, 12, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
+    tgt = [s[::-1] + [2] for s in src]        # EOS = 2
+    return Encoded(src, tgt)
+
+
+def count_steps(monkeypatch):
+    calls = []
+    real = train_mod.training_step
+    monkeypatch.setattr(train_mod, "training_step", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+def test_max_steps_stops_the_loop_across_epochs(monkeypatch):
+    data = tiny_data()
+    cfg = TrainConfig(epochs=6, max_tokens=30, lr=1e-3, warmup=5)     # several batches per epoch
+    per_epoch = len(list(data.batches(cfg.max_tokens, shuffle=False, seed=0, device="cpu")))
+    assert per_epoch >= 3
+    cap = per_epoch + 1                                                 # ends one step into epoch 2
+    monkeypatch.setenv(smoke.MAX_STEPS_ENV, str(cap))
+    calls = count_steps(monkeypatch)
+    torch.manual_seed(0)
+    hist = train(Transformer(tiny_config()), data, tiny_data(6, 1), cfg, "cpu", progress=False)
+    assert len(calls) == cap
+    assert [e["epoch"] for e in hist.epochs] == [1, 2]                 # the cut epoch is validated and recorded
+
+
+def test_without_cap_every_epoch_runs(monkeypatch):
+    data = tiny_data()
+    cfg = TrainConfig(epochs=2, max_tokens=30, lr=1e-3, warmup=5)
+    per_epoch = len(list(data.batches(cfg.max_tokens, shuffle=False, seed=0, device="cpu")))
+    calls = count_steps(monkeypatch)
+    train(Transformer(tiny_config()), data, tiny_data(6, 1), cfg, "cpu", progress=False)
+    assert len(calls) == 2 * per_epoch
+
+
+def test_capped_model_is_cached_under_another_key(monkeypatch, capsys):
+    data, valid = tiny_data(), tiny_data(6, 1)
+    cfg = TrainConfig(epochs=2, max_tokens=30, lr=1e-3, warmup=5)
+    monkeypatch.setenv(smoke.MAX_STEPS_ENV, "1")
+    train_or_load("t", tiny_config(), cfg, {"d": 1}, data, valid, "cpu", progress=False)
+    monkeypatch.delenv(smoke.MAX_STEPS_ENV)
+    calls = count_steps(monkeypatch)
+    train_or_load("t", tiny_config(), cfg, {"d": 1}, data, valid, "cpu", progress=False)
+    assert len(calls) > 1                                    # trained for real, not the capped model loaded
+    assert len(list(train_mod.models_dir().glob("t-*.pt"))) == 2
+    monkeypatch.setenv(smoke.MAX_STEPS_ENV, "1")
+    calls.clear()
+    train_or_load("t", tiny_config(), cfg, {"d": 1}, data, valid, "cpu", progress=False)
+    assert calls == [] and "loaded cached model" in capsys.readouterr().out   # the capped one reloads
+
+
+@pytest.mark.parametrize("raw", ["0", "-3", "two", "1.5"])
+def test_bad_max_steps_is_a_clear_error(monkeypatch, raw):
+    monkeypatch.setenv(smoke.MAX_STEPS_ENV, raw)
+    with pytest.raises(ValueError, match="positive whole number"):
+        smoke.max_steps()
+
+
+def test_bad_smoke_value_names_the_valid_ones(monkeypatch):
+    monkeypatch.setenv(smoke.SMOKE_ENV, "maybe")
+    with pytest.raises(ValueError, match="1/true/yes"):
+        nbs.profile("full")
+
+
+def test_ibm_iterations_and_cache_key_under_the_cap(monkeypatch):
+    assert smoke.ibm_iterations(5) == 5 and smoke.cache_tag() == {}
+    monkeypatch.setenv(smoke.MAX_STEPS_ENV, "3")
+    assert smoke.ibm_iterations(5) == smoke.SMOKE_IBM_ITERATIONS and smoke.cache_tag() == {"max_steps": 3}
+
+
+def test_smoke_profile_caps_evaluation_only(monkeypatch):
+    full = nbs.profile("full")
+    monkeypatch.setenv(smoke.SMOKE_ENV, "1")
+    s = nbs.profile("full")
+    # divided by 25, rounded up, at least 2: computed by hand from the full profile's sizes
+    assert s.bible_test == 20 and s.toy_test == 8                       # 497 / 25, 200 / 25
+    assert s.curse["sentences"] == 8 and s.curse["exact_sentences"] == 2 and s.curse["exact_budget"] == 200
+    assert s.ibm["exact_budget"] == 200 and s.mixture["test_sentences"] == 4 and s.mixture["flip_sentences"] == 11
+    for same in ("bible_model", "bible_training", "toy_model", "toy_training", "spm_vocab", "spm_sentences",
+                 "bible_train", "toy_train", "uses_bible_training", "multi_source"):
+        assert getattr(s, same) == getattr(full, same), same
+    assert s.curse["beams"] == full.curse["beams"] and max(s.curse["beams"]) == 128
+    assert s.mixture["seeds"] == full.mixture["seeds"] and s.ibm["gammas"] == full.ibm["gammas"]
+    assert full.ibm["nmt_train"] is None and s.ibm["nmt_train"] == smoke.SMOKE_IBM_NMT_TRAIN   # sampling: CPU work
+
+
+def test_forward_flops_per_token_by_hand():
+    c = tiny_config()
+    d, f, v = c.d_model, c.d_ff, c.tgt_vocab
+    # weight matrices only: encoder layer = self-attention q, kv, out (4 d^2) + feed-forward (2 d f);
+    # decoder layer = self- and cross-attention (8 d^2) + feed-forward; the tied output projection v d
+    src = c.enc_layers * (4 * d * d + 2 * d * f)
+    tgt = c.dec_layers * (8 * d * d + 2 * d * f) + v * d
+    assert smoke.forward_flops_per_token(Transformer(c)) == (2 * src, 2 * tgt)
+
+
+def test_training_record_counts_tokens_and_the_e_step():
+    data, valid = tiny_data(), tiny_data(6, 1)
+    src_tokens = sum(len(s) for s in data.src)
+    tgt_tokens = sum(len(t) for t in data.tgt)
+    cfg = TrainConfig(epochs=3)
+    k = 4
+    model = Transformer(tiny_config(k))
+    fs, ft = smoke.forward_flops_per_token(model)
+    r = smoke.training_record("m", model, cfg, data, valid)
+    assert (r["src_tokens_per_epoch"], r["tgt_tokens_per_epoch"]) == (src_tokens, tgt_tokens)
+    step = 3 * (fs * src_tokens + ft * tgt_tokens) + fs * src_tokens + k * ft * tgt_tokens
+    assert r["train_flops"] == pytest.approx(3 * step)
+    plain = smoke.training_record("b", Transformer(tiny_config()), cfg, data, valid)
+    assert plain["train_flops"] == pytest.approx(3 * 3 * (fs * src_tokens + ft * tgt_tokens))
+
+
+def test_projection_by_hand():
+    gpu = {"name": "x", "peak_tflops": 100.0, "train_mfu": 0.5, "decode_mfu": 0.01}
+    recs = [{"train_flops": 3e15, "valid_flops": 0.0, "epochs": 2, "tgt_tokens_per_epoch": 10, "src_tokens_per_epoch": 7}]
+    p = smoke.projection(recs, inference_flops=2e12, smoke_scale=25, gpu=gpu)
+    train_s = 3e15 / (100e12 * 0.5)          # 60 s
+    decode_s = 25 * 2e12 / (100e12 * 0.01)   # 50 s
+    assert p["train_min"] == pytest.approx(1.0) and p["decode_min"] == pytest.approx(decode_s / 60)
+    assert p["gpu_min"] == pytest.approx((train_s + decode_s) / 60) and p["within_budget"]
+    assert p["train_tgt_tokens"] == 20 and p["train_src_tokens"] == 14
+    assert not smoke.projection(recs * 20, 0.0, gpu=gpu)["within_budget"]      # 20 minutes
+    host = [{"projected_s": 600.0}, {"projected_s": 300.0}]                     # 15 minutes of sampling
+    with_host = smoke.projection(recs, 2e12, host, smoke_scale=25, gpu=gpu)
+    assert with_host["host_min"] == pytest.approx(15.0) and not with_host["within_budget"]
+    assert with_host["total_min"] == pytest.approx(15.0 + (train_s + decode_s) / 60)
+    # a model trained on a sampled corpus of which the smoke run drew 1 in 10 counts 10x its training
+    sampled = [{**recs[0], "name": "ibm3-toy-g0.5-softmax", "valid_flops": 1e15}]
+    host = [{"task": "ibm3-toy-g0.5", "done": 100, "full": 1000, "projected_s": 0.0}]
+    p = smoke.projection(sampled, 0.0, host, gpu=gpu)
+    assert p["train_flops"] == pytest.approx(10 * 3e15 + 1e15) and p["train_tgt_tokens"] == pytest.approx(200)
+    assert smoke.projection(sampled, 0.0, [{**host[0], "task": "ibm3-toy-g0.1"}], gpu=gpu)["train_flops"] == 4e15
+
+
+def test_host_record_projects_linearly(tmp_path, monkeypatch):
+    ledger = tmp_path / "l.jsonl"
+    monkeypatch.setenv(smoke.LEDGER_ENV, str(ledger))
+    smoke.record_host("sampling", 2.0, done=1000, full=30000)
+    smoke.record_host("cached", 0.01, done=1000, full=30000)      # loaded from the cache: not recorded
+    _, _, host = smoke.read_ledger(ledger)
+    assert [h["what"] for h in host] == ["sampling"] and host[0]["projected_s"] == pytest.approx(60.0)
+
+
+class _FakeSampler:
+    def sample(self, words, gamma, rng):
+        return type("Story", (), {"words": list(reversed(words))})()
+
+
+def test_sampled_corpus_key_includes_the_number_of_sources():
+    # lab (10k sources) and full (all 20k) sample from the same IBM model: a key without the
+    # sizes handed full the lab corpus, with fewer references than sources
+    from nbsupport.ibm_tasks import sample_corpus
+    small = {"train": ["a b", "c d"], "dev": ["e f"], "test": ["g h"]}
+    big = {**small, "train": ["a b", "c d", "i j"]}
+    c1 = sample_corpus(_FakeSampler(), small, 0.5, 2, 0, "toy", {"dataset": "toy"})
+    c2 = sample_corpus(_FakeSampler(), big, 0.5, 2, 0, "toy", {"dataset": "toy"})
+    assert len(c1.train.refs) == 2 and len(c2.train.refs) == 3 and len(c2.train.src) == 3
+
+
+def test_ledger_and_inference_counter(tmp_path, monkeypatch):
+    ledger = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv(smoke.LEDGER_ENV, str(ledger))
+    try:
+        lin = torch.nn.Linear(3, 5)
+        smoke.record_training("m", Transformer(tiny_config()), TrainConfig(epochs=1), tiny_data(), tiny_data(6, 1))
+        before = smoke._state["inference_flops"]
+        with torch.no_grad():
+            lin(torch.ones(4, 3))                       # 2 * 4 rows * 3 * 5
+            with smoke.training_phase():
+                lin(torch.ones(4, 3))                   # training: projected from the ledger instead
+        lin(torch.ones(4, 3))                           # with gradients: training, not counted
+        assert smoke._state["inference_flops"] - before == 2 * 4 * 3 * 5
+        smoke._flush()
+        records, flops, host = smoke.read_ledger(ledger)
+        assert [r["name"] for r in records] == ["m"] and flops == smoke._state["inference_flops"] and host == []
+    finally:
+        if smoke._state["hook"] is not None:
+            smoke._state["hook"].remove()
+            smoke._state["hook"] = None
