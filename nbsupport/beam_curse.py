@@ -1,6 +1,12 @@
 """Measurements of the beam search curse (Stahlberg & Kumar 2022 section 4.3-4.4):
 quality, length and empty outputs against beam size; exact search within a budget; the
-log score of the empty translation; search errors; decoding speed."""
+log score of the empty translation; search errors; decoding speed.
+
+Beam search here has no length normalisation: a hypothesis scores the plain sum of its
+token log scores, eq. 9's decision rule (the paper decodes with "vanilla beam search" and
+does not mention a length penalty). Exact search searches the same space as beam search:
+translations of at most ``max_len_a * source length + max_len_b`` tokens (and at most the
+model's ``max_len``), so its "global best" is the best within that length cap."""
 from __future__ import annotations
 
 import statistics
@@ -10,9 +16,31 @@ from typing import Sequence
 import torch
 
 from .data.batching import pad_batch
+from .data.vocab import BOS, EOS
 from .decode import MAX_LEN_A, MAX_LEN_B, generate, max_lengths
 from .metrics import bleu_and_length
-from .search import ModelScorer, empty_scores, exact_search, sequence_score
+from .pipeline import train_model
+from .search import ModelScorer, exact_search, sequence_score
+
+PAPER_LABEL_SMOOTHING = 0.0   # section 3 and appendix C: softmax and SCONES trained without it
+
+
+def train_softmax_and_scones(task, alphas: dict, device, seed: int = 0, epochs: int | None = None,
+                             progress: bool = False) -> tuple[dict, dict]:
+    """Softmax (alpha ``None``) and SCONES models on ``task``, one per entry of ``alphas``
+    (name -> alpha), trained as the paper trains both: without label smoothing, whatever the
+    task's default training (the Bible's is 0.1); ``epochs`` overrides the task's. Returns
+    ({name: model}, {name: training history}); models are cached by
+    :func:`nbsupport.pipeline.train_model`."""
+    models, histories = {}, {}
+    for name, alpha in alphas.items():
+        training = {"scones_alpha": 1.0 if alpha is None else alpha, "label_smoothing": PAPER_LABEL_SMOOTHING}
+        if epochs is not None:
+            training["epochs"] = epochs
+        models[name], histories[name] = train_model(
+            task, name, device, seed=seed, progress=progress, training_overrides=training,
+            model_overrides={} if alpha is None else {"output": "scones"})
+    return models, histories
 
 
 def _quality(hyps: list[str], refs) -> dict:
@@ -39,47 +67,57 @@ def beam_sweep(model, src_vocab, tgt_vocab, sources: Sequence[str], refs, beams:
     return out
 
 
+def candidates(sweep: dict[int, dict], n: int) -> list[list[list[int]]]:
+    """Per sentence (the first ``n``), the 1-best of every beam size of a :func:`beam_sweep`."""
+    return [[by_beam["tokens"][i] for by_beam in sweep.values()] for i in range(n)]
+
+
 def exact_sweep(model, src_vocab, tgt_vocab, sources: Sequence[str], refs, max_expansions: int,
-                lower_bounds: Sequence[list[int]] | None = None, max_len_a: float = MAX_LEN_A,
+                candidates: Sequence[Sequence[list[int]]] | None = None, max_len_a: float = MAX_LEN_A,
                 max_len_b: int = MAX_LEN_B) -> dict:
-    """Exact search for every source within ``max_expansions`` model calls, seeded with a
-    lower bound (token ids, e.g. beam search's output) when given; where the budget runs out
-    the best hypothesis found so far is used, as in the paper's appendix A."""
+    """Exact search for every source within ``max_expansions`` model calls. ``candidates``
+    (per source, token-id hypotheses: e.g. :func:`candidates` of a beam sweep over every beam
+    size, greedy included as beam 1) seed it: the best-scoring one is the lower bound, so the
+    result scores at least as high as every candidate even where the budget runs out (then the
+    best hypothesis found so far is used, as in the paper's appendix A). Also returns the log
+    score of the empty translation of the *same* sources (Fig. 6 compares the two)."""
     device = next(model.parameters()).device
-    results, seconds = [], []
+    results, seconds, seeds, empties = [], [], [], []
     for i, s in enumerate(sources):
         src = torch.tensor([src_vocab.encode(s)], device=device)
         scorer = ModelScorer(model, src)
         max_len = max_lengths(src, max_len_a, max_len_b, model.config.max_len)[0]   # beam search's space
+        empties.append(float(scorer([BOS])[EOS]))
         bound = None
-        if lower_bounds is not None:
-            toks = lower_bounds[i]
-            bound = (toks, sequence_score(scorer, toks))
+        if candidates is not None:
+            scored = [(sequence_score(scorer, toks), toks) for toks in candidates[i]]
+            score, toks = max(scored, key=lambda st: st[0])
+            bound = (toks, score)
+        seeds.append(bound[1] if bound else None)
         t0 = time.perf_counter()
-        res = exact_search(scorer, max_len=max_len, lower_bound=bound,
-                           max_expansions=max_expansions)
+        res = exact_search(scorer, max_len=max_len, lower_bound=bound, max_expansions=max_expansions)
         seconds.append(time.perf_counter() - t0)
         results.append(res)
     hyps = [tgt_vocab.decode(r.tokens or []) for r in results]
     return {**_quality(hyps, refs), "proven_fraction": sum(r.proven for r in results) / len(results),
             "seconds_per_sentence": statistics.mean(seconds), "expansions": [r.expansions for r in results],
-            "scores": [r.score for r in results], "hyps": hyps, "tokens": [r.tokens for r in results]}
-
-
-def empty_logprobs(model, src_vocab, sources: Sequence[str]) -> list[float]:
-    device = next(model.parameters()).device
-    src = pad_batch([src_vocab.encode(s) for s in sources]).to(device)
-    return empty_scores(model, src).tolist()
+            "scores": [r.score for r in results], "seed_scores": seeds, "empty_scores": empties,
+            "hyps": hyps, "tokens": [r.tokens for r in results]}
 
 
 def search_errors(model, src_vocab, sources: Sequence[str], beam_tokens: Sequence[list[int]],
                   best_scores: Sequence[float], tol: float = 1e-4) -> float:
-    """Share of sentences whose beam output scores below the best exact-search score."""
+    """Share of sentences whose beam output scores below the best exact-search score. A beam
+    output scoring *above* the "best" is an error: exact search was not seeded with it."""
     device = next(model.parameters()).device
     errors = 0
-    for s, toks, best in zip(sources, beam_tokens, best_scores):
+    for i, (s, toks, best) in enumerate(zip(sources, beam_tokens, best_scores)):
         scorer = ModelScorer(model, torch.tensor([src_vocab.encode(s)], device=device))
-        errors += sequence_score(scorer, toks) < best - tol
+        score = sequence_score(scorer, toks)
+        if score > best + tol:
+            raise ValueError(f"sentence {i}: the beam output scores {score:.4f}, above the best score {best:.4f}; "
+                             "seed exact search with every beam's output (exact_sweep(candidates=...))")
+        errors += score < best - tol
     return errors / len(sources)
 
 

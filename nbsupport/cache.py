@@ -3,8 +3,9 @@
 A cache entry's name is a hash of everything that affects it (``key``), so two
 notebooks asking for the same thing share it, and a changed setting never reuses a
 stale entry. Entries are written to a temporary name in the same folder and renamed,
-so an interrupted run never leaves a half-written entry behind; an entry that fails
-to load is rebuilt.
+so an interrupted run never leaves a half-written entry behind, and two processes
+building the same entry each rename a complete file onto it; an entry that fails to
+load is rebuilt.
 """
 from __future__ import annotations
 
@@ -54,8 +55,8 @@ def cached_file(name: str, key, build: Callable[[Path], None], load: Callable[[P
         try:
             return load(path)
         except Exception as err:  # a corrupt entry is rebuilt, not trusted
-            print(f"cache: rebuilding {path.name} ({type(err).__name__}: {err})")
-            path.unlink()
+            print(f"cache: rebuilding {path} ({type(err).__name__}: {err})")
+            path.unlink(missing_ok=True)   # another process rebuilding it may have removed it first
     with atomic_path(path) as tmp:
         build(tmp)
     return load(path)

@@ -11,6 +11,8 @@ log-sigmoid for SCONES models: the same search code decodes both).
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -230,12 +232,50 @@ def max_lengths(src: torch.Tensor, a: float, b: int, cap: int) -> list[int]:
     return [min(cap, int(a * n + b)) for n in lens]
 
 
+def _check_int(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def check_decoding_args(n: int = 1, beam: int = 4, temperature: float = 1.0, top_k: int = 10,
+                        groups: int | None = None, diversity: float = 0.0, max_len_a: float = MAX_LEN_A,
+                        max_len_b: int = MAX_LEN_B, seed: int = 0) -> None:
+    """Raise a ValueError naming the valid range of the first bad decoding argument."""
+    _check_int("n", n, 1)
+    _check_int("beam", beam, 1)
+    _check_int("top_k", top_k, 1)
+    _check_int("max_len_b", max_len_b, 1)
+    _check_int("seed", seed, 0)
+    if groups is not None:
+        _check_int("groups", groups, 1)
+    if not (isinstance(temperature, numbers.Real) and 0 < temperature < math.inf):
+        raise ValueError(f"temperature must be a finite number > 0 (greedy decoding is the limit at 0: "
+                         f"use method='greedy'), got {temperature!r}")
+    if not (isinstance(diversity, numbers.Real) and 0 <= diversity < math.inf):
+        raise ValueError(f"diversity must be a finite number >= 0, got {diversity!r}")
+    if not (isinstance(max_len_a, numbers.Real) and 0 <= max_len_a < math.inf):
+        raise ValueError(f"max_len_a must be a finite number >= 0, got {max_len_a!r}")
+
+
+def _as_latent(z, batch: int, device) -> torch.Tensor | None:
+    """``z`` as a tensor on ``device``: None stays None; an int is the same latent value for
+    every one of the ``batch`` sentences."""
+    if z is None:
+        return None
+    if isinstance(z, bool) or not isinstance(z, (numbers.Integral, torch.Tensor)):
+        raise TypeError(f"z must be None, an int (the same latent for every sentence) or a tensor "
+                        f"with one entry per sentence, got {type(z).__name__}")
+    if isinstance(z, numbers.Integral):
+        return torch.full((batch,), int(z), dtype=torch.long, device=device)
+    return z.to(device)
+
+
 @torch.no_grad()
 def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam: int = 4,
              temperature: float = 1.0, top_k: int = 10, groups: int | None = None,
              diversity: float = 0.5, length_norm: bool = False, max_len_a: float = MAX_LEN_A,
-             max_len_b: int = MAX_LEN_B, z: torch.Tensor | None = None, use_cache: bool = True,
-             seed: int = 0) -> list[list[list[int]]]:
+             max_len_b: int = MAX_LEN_B, z: torch.Tensor | int | None = None, use_cache: bool = True,
+             seed: int = 0, generator: torch.Generator | None = None) -> list[list[list[int]]]:
     """Token ids of ``n`` hypotheses per source (list over sources of lists of token lists).
 
     methods: ``greedy`` (n=1), ``beam`` (n best of a beam of ``beam``), ``sample``
@@ -243,26 +283,41 @@ def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam:
     ``diverse_beam`` (``groups`` groups, default n, of a beam of max(beam, n), Hamming
     penalty ``diversity``), ``latent_greedy`` (greedy for each of the model's K latent
     values, all decoded as one batch: n is K).
+    ``z``: the latent value of each source (a tensor of B indices, or B x K probabilities for
+    target conditioning), or an int for the same value for every source.
+    Sampling draws from ``generator`` when given (it advances, so successive calls continue
+    its stream), else from a new generator seeded with ``seed``.
+    Bad arguments (n, beam, top_k, groups, max_len_b < 1; temperature <= 0; diversity or
+    max_len_a < 0) raise a ValueError naming the valid range.
     """
     if method not in METHODS:
         raise ValueError(f"unknown decoding method {method!r}; valid methods: {', '.join(METHODS)}")
+    check_decoding_args(n, beam, temperature, top_k, groups, diversity, max_len_a, max_len_b, seed)
     model.eval()
     batch = src.shape[0]
+    z = _as_latent(z, batch, src.device)
     limits = max_lengths(src, max_len_a, max_len_b, model.config.max_len)
     k = model.config.n_latent
     if method == "latent_greedy":
         if k < 2:
             raise ValueError("latent_greedy needs a model with a latent variable (n_latent > 1)")
-        zs = torch.arange(k).repeat(batch)                       # row i*K + z
+        if z is not None:
+            raise ValueError("latent_greedy decodes every latent value 0..K-1: do not pass z")
+        if n not in (1, k):
+            raise ValueError(f"latent_greedy returns one hypothesis per latent value: n is K={k}, got n={n}")
+        zs = torch.arange(k, device=src.device).repeat(batch)    # row i*K + z
         stepper = ModelStepper(model, src.repeat_interleave(k, 0), zs, use_cache)
         hyps = greedy_or_sample(stepper, batch * k, [m for m in limits for _ in range(k)])
         return [[h.tokens for h in hyps[i * k:(i + 1) * k]] for i in range(batch)]
     if z is None and k > 1:
         raise ValueError(f"the model has K={k} latent values: pass z, or use method='latent_greedy'")
+    if method == "greedy" and n != 1:
+        raise ValueError(f"greedy decoding gives one hypothesis per source (n=1), got n={n}: "
+                         "use beam, sample, topk or diverse_beam for n > 1")
     if method in ("greedy", "sample", "topk"):
         reps = 1 if method == "greedy" else n
         stepper = ModelStepper(model, src, z, use_cache).expand(reps)
-        gen = torch.Generator().manual_seed(seed)
+        gen = generator if generator is not None else torch.Generator().manual_seed(seed)
         hyps = greedy_or_sample(stepper, batch * reps, [m for m in limits for _ in range(reps)],
                                 temperature=temperature, top_k=top_k if method == "topk" else None,
                                 sample=method != "greedy", generator=gen)
@@ -281,16 +336,35 @@ def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam:
 
 
 def translate(model, src_vocab, tgt_vocab, sentences: Sequence[str], method: str = "greedy",
-              batch_size: int = 64, device=None, **kwargs) -> list[list[str]]:
-    """Translate strings: a list (one per source) of lists of hypothesis strings."""
+              batch_size: int = 64, device=None, z: torch.Tensor | int | None = None, seed: int = 0,
+              **kwargs) -> list[list[str]]:
+    """Translate strings: a list (one per source) of lists of hypothesis strings.
+
+    ``sentences`` is a list of strings; a bare string is rejected (wrap it: ``[sentence]``).
+    They are decoded ``batch_size`` at a time with :func:`generate` (``kwargs``); ``z`` is an
+    int (the same latent for every sentence) or one entry per sentence, cut per batch.
+    Sampling uses one generator seeded once with ``seed``, whose stream runs on across the
+    batches: the whole call is reproducible, and no two sentences share random draws."""
+    if isinstance(sentences, str):
+        raise TypeError("sentences must be a list of strings, got a bare string; wrap it in a list: [sentence]")
+    sentences = list(sentences)
     for i, s in enumerate(sentences):
+        if not isinstance(s, str):
+            raise TypeError(f"source sentence {i} must be a string, got {type(s).__name__}")
         if not s.strip():
             raise ValueError(f"source sentence {i} is empty: nothing to translate")
+    _check_int("batch_size", batch_size, 1)
+    _check_int("seed", seed, 0)
+    if isinstance(z, torch.Tensor) and (z.dim() == 0 or z.shape[0] != len(sentences)):
+        raise ValueError(f"z must have one entry per sentence ({len(sentences)}), got shape {tuple(z.shape)}; "
+                         "pass an int for the same latent for every sentence")
     device = device or next(model.parameters()).device
+    generator = torch.Generator().manual_seed(seed)
     out: list[list[str]] = []
     for lo in range(0, len(sentences), batch_size):
         chunk = sentences[lo:lo + batch_size]
         src = pad_batch([src_vocab.encode(s) for s in chunk]).to(device)
-        ids = generate(model, src, method, **kwargs)
+        zc = z[lo:lo + batch_size] if isinstance(z, torch.Tensor) else z
+        ids = generate(model, src, method, z=zc, seed=seed, generator=generator, **kwargs)
         out.extend([[tgt_vocab.decode(h) for h in hs] for hs in ids])
     return out

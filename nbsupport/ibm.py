@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 NULL = "<NULL>"
-MAX_FERTILITY = 9
+MAX_FERTILITY = 9   # n(phi | x) has entries phi = 0..9; the last holds phi >= 9 (sampled as exactly 9)
 
 
 # --------------------------------------------------------------------------- the corpus
@@ -269,6 +269,7 @@ class Story:
     tau: list[list[str]]
     pi: list[list[int]]
     words: list[str]
+    uniform_distortion: bool = False   # (l, m) unseen in training: positions drawn uniformly
 
 
 class Sampler:
@@ -276,7 +277,16 @@ class Sampler:
     fertilities, the translations and the distortions (eq. 10, as the paper), and also the
     number of NULL words (so that gamma -> 0 is the argmax at every step). Distortion is
     sampled among the still vacant positions (IBM-3 is deficient: it may put two words in
-    one place; we renormalise over the free ones). Unknown source words copy themselves."""
+    one place; we renormalise over the free ones). Unknown source words copy themselves.
+
+    Two departures from the story that the temperature does not control:
+
+    * where training never saw the pair (source length l, target length m) the distortion
+      is uniform over the positions (:meth:`distortion`): such a sentence's word order is
+      shuffled at random whatever gamma is; this happens more at high gamma, where sampled
+      fertilities give unusual lengths m (``Story.uniform_distortion`` flags it);
+    * the fertility table's last entry holds phi >= 9 (``MAX_FERTILITY``) and is sampled as
+      exactly 9 (rare in practice)."""
 
     def __init__(self, model: IBMModel):
         if model.n is None or model.d is None:
@@ -300,13 +310,18 @@ class Sampler:
         self.d = model.d.numpy()
 
     def distortion(self, i: int, l: int, m: int) -> np.ndarray:
-        """d(. | i, l, m) over j = 1..m (uniform where training never saw this l, m)."""
-        L, M = self.d.shape[0] - 1, self.d.shape[1] - 1
-        if l <= L and m <= M:
+        """d(. | i, l, m) over j = 1..m; uniform where training never saw this (l, m) (so
+        tempering it changes nothing: gamma does not control that reordering)."""
+        if self.seen(l, m):
             row = self.d[l, m, i, 1:m + 1]
             if row.sum() > 0:
                 return row / row.sum()
         return np.full(m, 1.0 / m)
+
+    def seen(self, l: int, m: int) -> bool:
+        """Did training see a sentence pair of source length l and target length m?"""
+        L, M = self.d.shape[0] - 1, self.d.shape[1] - 1
+        return l <= L and m <= M and self.d[l, m, 1:l + 1].sum() > 0
 
     def sample(self, source: Sequence[str], gamma: float, rng: np.random.Generator) -> Story:
         choose = lambda p: int(rng.choice(len(p), p=temper(p, gamma))) if gamma > 0 else int(np.argmax(p))
@@ -352,7 +367,7 @@ class Sampler:
         for i in range(l + 1):
             for w, j in zip(tau[i], pi[i]):
                 out[j - 1] = w
-        return Story(phi, tau, pi, out)
+        return Story(phi, tau, pi, out, uniform_distortion=l > 0 and m > 0 and not self.seen(l, m))
 
     def task_entropy(self, sources: Sequence[Sequence[str]], gamma: float) -> dict[str, float]:
         """Per-token entropy (nats) of the tempered t, n and d: averaged over the source

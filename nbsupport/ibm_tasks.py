@@ -8,13 +8,14 @@ and every synthetic corpus are cached, keyed by what determines them.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from . import ibm
+from . import ibm, smoke
 from .cache import cached_file
 from .data import bible
 from .data.synthetic import Corpus, Split, ToyConfig, detokenize, toy
@@ -28,10 +29,13 @@ BIBLE_MAX_WORDS = 50                # verses longer than this (either side) are 
 
 
 def fit(pairs, iterations: int, name: str, key: dict) -> ibm.IBMModel:
-    """IBM Models 1 -> 2 -> 3 on tokenised pairs, cached."""
+    """IBM Models 1 -> 2 -> 3 on tokenised pairs, cached. Under NBS_MAX_STEPS (the smoke run)
+    one EM iteration each, cached under its own key."""
+    iterations = smoke.ibm_iterations(iterations)
+
     def build(tmp: Path) -> None:
         torch.save(ibm.train(pairs, iterations), tmp)
-    return cached_file(name, {**key, "iterations": iterations}, build,
+    return cached_file(name, {**key, "iterations": iterations, **smoke.cache_tag()}, build,
                        lambda p: torch.load(p, weights_only=False), suffix=".pt")
 
 
@@ -54,7 +58,8 @@ def sample_corpus(sampler: ibm.Sampler, sources: dict[str, list[str]], gamma: fl
         return Corpus(f"ibm3-{name}-g{gamma}", splits["train"], splits["dev"], splits["test"],
                       {"gamma": gamma, "base": name})
 
-    return cached_file(f"ibm3-{name}-g{gamma}", {**key, "gamma": gamma, "test_refs": test_refs, "seed": seed, "detokenized": True},
+    return cached_file(f"ibm3-{name}-g{gamma}", {**key, "gamma": gamma, "test_refs": test_refs, "seed": seed, "detokenized": True,
+                                                 "sources": {s: len(v) for s, v in sources.items()}, **smoke.cache_tag()},
                        build, load, suffix=".json")
 
 
@@ -87,10 +92,13 @@ def synthetic_task(cfg: Profile, base, gamma: float, seed: int = 0) -> Task:
     prep = (lambda s: s.lower()) if lower else (lambda s: s)
     limits = {"train": cfg.ibm["nmt_train"], "dev": None, "test": None}
     sources = {s: [prep(x) for x in corpus.split(s).src[:limits[s]]] for s in ("train", "dev", "test")}
+    t0 = time.perf_counter()
     syn = sample_corpus(ibm.Sampler(model), sources, gamma, cfg.ibm["test_refs"], seed, key["dataset"], key)
+    smoke.record_host(f"IBM-3 sampling, {key['dataset']}, gamma {gamma}", time.perf_counter() - t0,
+                      done=len(sources["train"]), full=len(corpus.train.src), task=f"ibm3-{key['dataset']}-g{gamma}")
     src_vocab = WordVocab.build(syn.train.src)
     tgt_vocab = WordVocab.build(r for rs in syn.train.refs for r in rs)
-    task_key = {"dataset": syn.name, "base": key, "gamma": gamma, "seed": seed}
+    task_key = {"dataset": syn.name, "base": key, "gamma": gamma, "seed": seed, "train_sources": len(syn.train)}
     sizes, training = (cfg.bible_model, cfg.bible_training) if lower else (cfg.toy_model, cfg.toy_training)
     return Task(syn.name, syn, src_vocab, tgt_vocab, Encoded.from_split(syn.train, src_vocab, tgt_vocab),
                 Encoded.from_split(syn.dev, src_vocab, tgt_vocab), task_key, sizes, training, "src")

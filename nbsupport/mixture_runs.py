@@ -6,9 +6,9 @@ import itertools
 
 import torch
 
-from .analysis import degeneracy
+from .analysis import degeneracy, per_latent_bleu_one_ref, seed_label
 from .data.batching import pad_batch
-from .metrics import diversity_report, per_latent_bleu
+from .metrics import diversity_report
 from .models.mixture import MixtureConfig, MixtureModel
 from .pipeline import Task, toy_task, train_model
 from .profiles import Profile
@@ -56,22 +56,46 @@ def assignment_agreement(confusion) -> float:
 @torch.no_grad()
 def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0) -> dict:
     """Table 7's columns for a mixture (or variational NMT, one prior sample per "latent"):
-    per-latent BLEU, pairwise BLEU, multi-reference BLEU, average oracle BLEU, coverage, the
-    D1/D2 label, and the hypotheses. (Style agreement comes from the training history:
-    :func:`agreement_of`.)"""
+    per-latent BLEU against one reference per source (``per_latent_bleu_1ref``, as Table 7:
+    :func:`~nbsupport.analysis.per_latent_bleu_one_ref`), pairwise BLEU, multi-reference BLEU,
+    average oracle BLEU, coverage, the D1/D2 label, and the hypotheses. (Style agreement comes
+    from the training history: :func:`agreement_of`.)"""
     test = t.corpus.test
     srcs, refs = test.src[:sentences], test.refs[:sentences]
     device = next(model.parameters()).device
-    hyps = []
+    hyps, noise = [], torch.Generator(device="cpu").manual_seed(seed)   # one stream over all batches
     for lo in range(0, len(srcs), 100):
         src = pad_batch([t.src_vocab.encode(s) for s in srcs[lo:lo + 100]]).to(device)
-        ids = model.hypotheses(src) if isinstance(model, MixtureModel) else model.hypotheses(src, len(refs[0]), seed)
+        ids = model.hypotheses(src) if isinstance(model, MixtureModel) else model.hypotheses(src, len(refs[0]), generator=noise)
         hyps += [[t.tgt_vocab.decode(h) for h in hs] for hs in ids]
     rep = diversity_report(hyps, refs, seed=seed)
-    plb = per_latent_bleu(hyps, refs)
-    return {"per_latent_bleu": plb, "pairwise_bleu": rep["pairwise_bleu"], "multi_ref_bleu": rep["multi_ref_bleu"],
+    plb = per_latent_bleu_one_ref(hyps, refs, seed)
+    return {"per_latent_bleu_1ref": plb, "pairwise_bleu": rep["pairwise_bleu"], "multi_ref_bleu": rep["multi_ref_bleu"],
             "avg_oracle_bleu": rep["avg_oracle_bleu"], "coverage": rep["ref_coverage"],
             "label": degeneracy(plb, rep["pairwise_bleu"]), "hyps": hyps}
+
+
+def over_seeds(per_seed: list[dict]) -> dict:
+    """One Table 7 row from the evaluations of several seeds: each seed's per-latent BLEU is
+    sorted (best latent first) *before* averaging, since latent indices are arbitrary labels
+    (a D1 model trains latent 0 with one seed and latent 2 with another: averaging by index
+    would blend them into a healthy-looking row). Means of the other columns; the label is the
+    seeds' strict majority (:func:`~nbsupport.analysis.seed_label`, else "mixed"), with
+    ``labels_per_seed`` beside it."""
+    from .tables import mean_std
+    if not per_seed:
+        raise ValueError("over_seeds needs the evaluation of at least one seed")
+    n = len(per_seed)
+    ranked = [sorted(e["per_latent_bleu_1ref"], reverse=True) for e in per_seed]
+    row = {"per_latent_bleu_1ref": [sum(r[z] for r in ranked) / n for z in range(len(ranked[0]))]}
+    for key in ("pairwise_bleu", "multi_ref_bleu", "avg_oracle_bleu", "coverage", "agreement"):
+        if all(key in e for e in per_seed):
+            row[key] = sum(e[key] for e in per_seed) / n
+    labels = [e["label"] for e in per_seed]
+    row.update(label=seed_label(labels), labels_per_seed=labels,
+               pairwise_bleu_sd=mean_std([e["pairwise_bleu"] for e in per_seed]),
+               multi_ref_bleu_sd=mean_std([e["multi_ref_bleu"] for e in per_seed]))
+    return row
 
 
 def agreement_of(history) -> float:

@@ -62,6 +62,11 @@ class MultiSourceData:
 
     def encoded(self, split: str, langs: tuple[str, ...]) -> Encoded:
         """(sources, training-target reference) pairs of a split."""
+        unknown = [l for l in langs if l not in self.vocabs]
+        if unknown:
+            roles = ", ".join(f"{r} = {c!r}" for r, c in ROLES[self.dataset].items())
+            raise ValueError(f"unknown source language(s) {unknown}; the {self.dataset} data has "
+                             f"{', '.join(map(repr, self.vocabs))} (roles: {roles}; data.langs(system) maps a system)")
         s = self.corpus.split(split)
         only_target = type(s)(s.sources, [[rs[self.target_index]] for rs in s.refs], s.labels, s.meanings)
         return Encoded.multi_source(only_target, langs, [self.vocabs[l] for l in langs], self.tgt_vocab)

@@ -6,14 +6,15 @@ model from the cache, or trains it there.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 from .data import bible
-from .data.synthetic import Corpus, ToyConfig, toy, toy_trilingual
+from .data.synthetic import Corpus, ToyConfig, toy, toy_config, toy_trilingual
 from .data.vocab import WordVocab, train_sentencepiece
 from .models.target_encoder import ConditioningConfig
 from .models.transformer import TransformerConfig
-from .profiles import Profile
+from .profiles import Profile, profile
+from .runtime import check_seed
 from .train import Encoded, TrainConfig, train_or_load
 
 
@@ -31,12 +32,15 @@ class Task:
     src_lang: str | None = None
 
 
-def toy_task(cfg: Profile, seed: int = 0, trilingual: bool = False, src_lang: str | None = None,
+def toy_task(cfg: Profile | str, seed: int = 0, trilingual: bool = False, src_lang: str | None = None,
              **toy_kwargs) -> Task:
-    """The toy task at the profile's size; ``toy_kwargs`` go to :class:`ToyConfig`."""
-    tc = ToyConfig(n_train=cfg.toy_train, n_dev=cfg.toy_test, n_test=cfg.toy_test, seed=seed)
-    tc = replace(tc, **{**({"n_styles": 1} if trilingual else {}), **toy_kwargs})
+    """The toy task at the profile's size (``cfg``: a :class:`Profile` or its name); ``toy_kwargs``
+    go to :class:`ToyConfig`; ``src_lang`` picks the trilingual toy's source ("xa" or "xb")."""
+    cfg = profile(cfg)
+    tc = ToyConfig(n_train=cfg.toy_train, n_dev=cfg.toy_test, n_test=cfg.toy_test, seed=check_seed(seed))
+    tc = toy_config(tc, **{**({"n_styles": 1} if trilingual else {}), **toy_kwargs})
     corpus = (toy_trilingual if trilingual else toy)(tc)
+    corpus.train.source(src_lang)                 # an unknown language names the valid ones
     lang = src_lang or next(iter(corpus.train.sources))
     src_vocab = WordVocab.build(corpus.train.sources[lang])
     tgt_vocab = WordVocab.build(r for rs in corpus.train.refs for r in rs)
@@ -47,9 +51,11 @@ def toy_task(cfg: Profile, seed: int = 0, trilingual: bool = False, src_lang: st
                 key, cfg.toy_model, cfg.toy_training, lang)
 
 
-def bible_task(cfg: Profile, src: str = "e", targets=bible.ENGLISH_REFERENCES) -> Task:
+def bible_task(cfg: Profile | str, src: str = "e", targets=bible.ENGLISH_REFERENCES) -> Task:
     """The Bible, ``src`` -> English, every target version a separate training pair
-    (seed 000 section 5.1), sentencepiece vocabularies trained on the training books."""
+    (seed 000 section 5.1), sentencepiece vocabularies trained on the training books. ``cfg``:
+    a :class:`Profile` or its name; ``src``: a Bible version code (see ``bible.VERSIONS``)."""
+    cfg = profile(cfg)
     corpus = bible.corpus(sources=(src,), targets=targets, test_limit=cfg.bible_test, train_limit=cfg.bible_train)
     train_src = corpus.train.sources[src][:cfg.spm_sentences]
     train_tgt = [r for rs in corpus.train.refs[:cfg.spm_sentences] for r in rs]

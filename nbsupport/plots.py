@@ -94,7 +94,7 @@ def beam_curves(curves, beams, levels, models, caption: str | None = None):
             ax.set_xscale("log", base=2)
             ax.set_xlabel("beam size")
             ax.set_ylabel(label)
-            ax.set_title(f"{level} ambiguity")
+            ax.set_title("the Bible (German → English)" if level == "bible" else f"{level} ambiguity")
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()

@@ -103,9 +103,17 @@ PROFILES = {
 }
 
 
-def profile(name: str) -> Profile:
-    """The settings of a profile; an unknown name is an error naming the valid ones."""
+def profile(name: "str | Profile") -> Profile:
+    """The settings of a profile; an unknown name is an error naming the valid ones. A
+    :class:`Profile` is returned as it is, so functions taking ``cfg`` accept either."""
+    if isinstance(name, Profile):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"a profile is one of the names {', '.join(PROFILE_NAMES)} or nbs.profile(name), "
+                        f"got {name!r} ({type(name).__name__})")
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; valid profiles: {', '.join(PROFILE_NAMES)} "
                          "(set PROFILE in the notebook's parameters cell, or papermill -p PROFILE ...)")
-    return PROFILES[name]
+    from . import smoke
+    # NBS_SMOKE=1 (make smoke-full): evaluation sizes divided by smoke.SMOKE_SCALE, all else as it is
+    return smoke.smoke_profile(PROFILES[name]) if smoke.smoke_enabled() else PROFILES[name]

@@ -4,6 +4,8 @@ table of the key numbers each notebook wrote."""
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import json
 import os
 import sys
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from .paths import repo_root, results_dir
 from .profiles import PROFILE_NAMES, profile
+from .runtime import check_seed
 
 
 def notebook_paths(folder: Path | None = None) -> list[Path]:
@@ -19,20 +22,64 @@ def notebook_paths(folder: Path | None = None) -> list[Path]:
     return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
 
 
+def parameter_names(path: Path) -> list[str]:
+    """The names assigned in the notebook's cell tagged ``parameters``: what papermill can set."""
+    cells = [c for c in json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+             if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if not cells:
+        raise ValueError(f"{Path(path).name} has no cell tagged 'parameters'")
+    source = cells[0]["source"]
+    names = []
+    for node in ast.parse(source if isinstance(source, str) else "".join(source)).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        names += [t.id for t in targets if isinstance(t, ast.Name) and t.id not in names]
+    return names
+
+
+def check_parameters(path: Path, parameters: dict) -> None:
+    """An error naming the valid parameters if ``parameters`` has a name that the notebook's
+    ``parameters`` cell does not assign (papermill would only log a warning and run the
+    defaults: ``-p PROFLE ci`` would run ``lab``); checks PROFILE and SEED's values too."""
+    valid = parameter_names(path)
+    for name in parameters:
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown parameter {name!r} for {Path(path).name}{hint}; "
+                             f"valid parameters: {', '.join(valid)}")
+    if "PROFILE" in parameters:
+        if not isinstance(parameters["PROFILE"], str):   # a notebook calls nbs.profile(PROFILE) itself
+            raise TypeError(f"PROFILE must be a profile name ({', '.join(PROFILE_NAMES)}), "
+                            f"got {parameters['PROFILE']!r}")
+        profile(parameters["PROFILE"])
+    if "SEED" in parameters:
+        check_seed(parameters["SEED"])
+
+
 def execute(path: Path, profile_name: str, seed: int = 0, out_dir: Path | None = None,
-            timeout_s: int | None = None) -> Path:
-    """Run one notebook non-interactively; returns the executed copy's path."""
+            timeout_s: int | None = None, parameters: dict | None = None) -> Path:
+    """Run one notebook non-interactively; returns the executed copy's path. ``parameters`` set
+    other names of the notebook's ``parameters`` cell (or override PROFILE, SEED, INTERACTIVE)."""
+    parameters = {"PROFILE": profile_name, "SEED": seed, "INTERACTIVE": False, **(parameters or {})}
+    check_parameters(path, parameters)    # a clear error before starting a kernel
     import papermill as pm
-    profile(profile_name)
     # figures must reach the executed notebook, whatever backend the calling shell prefers
-    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"  # clear error for an unknown profile before starting a kernel
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     out_dir = out_dir or results_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / path.name
     pm.execute_notebook(str(path), str(out), kernel_name="python3", cwd=str(path.parent),
-                        parameters={"PROFILE": profile_name, "SEED": seed, "INTERACTIVE": False},
-                        progress_bar=False, execution_timeout=timeout_s)
+                        parameters=parameters, progress_bar=False, execution_timeout=timeout_s)
     return out
+
+
+def parameter_value(text: str):
+    """A command-line value as papermill's ``-p`` reads it: a Python literal (1, 0.5, True,
+    None) if it is one, else the string itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
 
 
 def summary_table(stems: list[str]) -> str:
@@ -51,17 +98,31 @@ def summary_table(stems: list[str]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--profile", default="lab", choices=PROFILE_NAMES)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", choices=PROFILE_NAMES, help="the run profile (default: lab)")
+    ap.add_argument("--seed", type=int, help="the seed (default: 0)")
+    ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="set a name of the notebooks' parameters cell, as papermill -p does (-p PROFILE ci)")
     ap.add_argument("notebooks", nargs="*", help="notebook files (default: all of notebooks/)")
     args = ap.parse_args(argv)
+    params = {name: parameter_value(value) for name, value in args.parameter}
+    for name, option in (("PROFILE", args.profile), ("SEED", args.seed)):
+        if option is not None and params.setdefault(name, option) != option:
+            ap.error(f"--{name.lower()} {option} and -p {name} {params[name]} disagree")
+    params = {"PROFILE": "lab", "SEED": 0, **params}
     paths = [Path(p) for p in args.notebooks] or notebook_paths()
+    for path in paths:        # every mistake reported before the first notebook starts
+        if not path.exists():
+            ap.error(f"no notebook {path}")
+        try:
+            check_parameters(path, params)
+        except (ValueError, TypeError) as err:
+            ap.error(str(err))
     failed = []
     for path in paths:
         t0 = time.time()
-        print(f"== {path.name} at profile {args.profile} ...", flush=True)
+        print(f"== {path.name} at profile {params['PROFILE']} ...", flush=True)
         try:
-            execute(path.resolve(), args.profile, args.seed)
+            execute(path.resolve(), params["PROFILE"], params["SEED"], parameters=params)
             print(f"   done in {time.time() - t0:.0f} s", flush=True)
         except Exception as err:
             print(f"   FAILED after {time.time() - t0:.0f} s: {type(err).__name__}: {err}", flush=True)

@@ -9,25 +9,42 @@ import random
 import numpy as np
 import torch
 
+from . import devicecheck
+
 THREADS_ENV = "NBS_THREADS"
 # glibc malloc: blocks up to MMAP_THRESHOLD come from the heap, and up to TRIM_THRESHOLD of freed
 # heap is kept instead of being handed back to the kernel (mallopt's M_MMAP_THRESHOLD, M_TRIM_THRESHOLD).
 MMAP_THRESHOLD, TRIM_THRESHOLD = 32 << 20, 512 << 20
 
 
+DEVICE_ENV = "NBS_DEVICE"
+DEVICES = ("cuda", "mps", "cpu")
+
+
+def _available(kind: str) -> bool:
+    if kind == "cuda":
+        return torch.cuda.is_available()
+    if kind == "mps":
+        return getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+    return True
+
+
 def choose_device(prefer: str | None = None) -> torch.device:
-    """cuda > mps > cpu, unless ``prefer`` (or $NBS_DEVICE) names one."""
-    prefer = prefer or os.environ.get("NBS_DEVICE")
-    valid = ("cuda", "mps", "cpu")
+    """cuda > mps > cpu, unless ``prefer`` (or $NBS_DEVICE) names one; a named device that this
+    machine does not have is an error (an empty $NBS_DEVICE counts as unset)."""
+    source = "the device argument" if prefer else f"${DEVICE_ENV}"
+    prefer = prefer or os.environ.get(DEVICE_ENV) or None
     if prefer is not None:
-        if prefer not in valid:
-            raise ValueError(f"unknown device {prefer!r}; valid devices: {', '.join(valid)}")
+        if prefer not in DEVICES:
+            raise ValueError(f"unknown device {prefer!r} (from {source}); valid devices: {', '.join(DEVICES)}")
+        if not _available(prefer):
+            fix = (f"unset {DEVICE_ENV} (`unset {DEVICE_ENV}` in the shell, `del os.environ['{DEVICE_ENV}']` "
+                   f"in Python) to choose automatically, or set it to cpu"
+                   if source.startswith("$") else "leave the device out to choose automatically, or pass 'cpu'")
+            raise RuntimeError(f"{source} asks for {prefer!r} but no {prefer.upper()} device is available "
+                               f"(torch {torch.__version__}); {fix}")
         return torch.device(prefer)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
+    return torch.device(next(kind for kind in DEVICES if _available(kind)))
 
 
 def num_threads() -> int:
@@ -61,7 +78,16 @@ def keep_freed_memory() -> bool:
     return bool(libc.mallopt(m_mmap_threshold, MMAP_THRESHOLD)) and bool(libc.mallopt(m_trim_threshold, TRIM_THRESHOLD))
 
 
+def check_seed(seed) -> int:
+    """``seed`` if it is an integer (Python or numpy), else a TypeError saying what SEED must be."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"the seed must be an integer (SEED = 0 in the parameters cell, papermill -p SEED 1), "
+                        f"got {seed!r} ({type(seed).__name__})")
+    return int(seed)
+
+
 def seed_everything(seed: int) -> None:
+    seed = check_seed(seed)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -73,13 +99,17 @@ def setup(seed: int = 0, device: str | None = None, quiet: bool = False) -> torc
 
     Flushing denormals matters: tied embeddings initialised N(0, 1) made training twice as
     slow on CPU through denormal arithmetic (measured on this project's machines).
+    $NBS_CHECK_DEVICES=1 turns on the device checker (nbsupport.devicecheck).
     """
+    seed = check_seed(seed)
     dev = choose_device(device)
+    checking = devicecheck.enable_from_environment()
     torch.set_num_threads(num_threads())
     if dev.type == "cpu":
         torch.set_flush_denormal(True)
         keep_freed_memory()
     seed_everything(seed)
     if not quiet:
-        print(f"device: {dev}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads, seed {seed}")
+        print(f"device: {dev}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads, seed {seed}"
+              + (", device checker on" if checking else ""))
     return dev

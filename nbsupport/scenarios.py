@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
+from .metrics import _check
+
 SCENARIOS = {
     "A": "spread out: K unrelated sentences (other verses)",
     "B": "clustered near one reference: K near-copies of reference 0, each missing one word",
@@ -27,8 +29,9 @@ def scenario_sets(refs: Sequence[Sequence[str]], seed: int = 0) -> dict[str, lis
     ``refs`` are the M references of each source; unrelated sentences are references of
     other sources of the same list, so their language and style are realistic.
     """
+    m = _check(refs, "refs")
     rng = random.Random(seed)
-    n, m = len(refs), len(refs[0])
+    n = len(refs)
     if n < m + 1:
         raise ValueError(f"need at least {m + 1} sources to draw unrelated sentences, got {n}")
 

@@ -1,5 +1,7 @@
-"""Exact search: the translation with the globally highest score, or a proof that none beats
-what was found (Stahlberg & Byrne 2019, used by Stahlberg & Kumar 2022 section 4.3).
+"""Exact search: the translation with the highest score among all translations of at most
+``max_len`` tokens, or a proof that none beats what was found (Stahlberg & Byrne 2019, used by
+Stahlberg & Kumar 2022 section 4.3). "Global best" here always means: within that length cap
+(the notebooks use beam search's cap, so both search the same space).
 
 Depth-first search over a next-token scoring function. Every token's log score is <= 0
 (log-softmax or log-sigmoid), so extending a prefix can only lower its score: a branch is

@@ -7,6 +7,11 @@ training configuration, the data's description, the seed, the package version): 
 notebook run twice, or a baseline shared by several notebooks, trains once. The finished
 model and, after every epoch, a resumable checkpoint are written atomically; an
 interrupted run resumes from its last epoch.
+
+Precision: on CUDA a training step's forward and loss, and the validation loss, run under bf16
+autocast (weights, gradients and Adam's state stay fp32); the E-steps of Hard-MoE and of the
+mixtures score in fp32 with autocast off (an argmin over near-equal NLLs), and decoding and
+search run in fp32. On CPU and MPS everything is fp32.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from .models.target_encoder import ConditioningConfig, TargetConditionedTransfor
 from .models.transformer import Transformer, TransformerConfig, shift_right
 from .paths import build_dir
 from .runtime import seed_everything
+from . import smoke
 
 E_STEP_MODES = ("eval", "train")
 
@@ -51,8 +57,17 @@ class TrainConfig:
     def __post_init__(self):
         if self.e_step_mode not in E_STEP_MODES:
             raise ValueError(f"unknown e_step_mode {self.e_step_mode!r}; valid: {', '.join(E_STEP_MODES)}")
-        if self.epochs < 1 or self.max_tokens < 1:
-            raise ValueError("epochs and max_tokens must be positive")
+        for name in ("epochs", "max_tokens", "warmup"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"TrainConfig.{name} must be a positive integer, got {value!r}"
+                                 + (" (warmup=1 is no warm-up: the learning rate starts at lr and decays as "
+                                    "lr/sqrt(step); 0 would divide by zero)" if name == "warmup" else ""))
+        if not self.lr > 0 or not self.clip_norm > 0:
+            raise ValueError(f"TrainConfig.lr and clip_norm must be positive, got lr={self.lr!r}, "
+                             f"clip_norm={self.clip_norm!r}")
+        if not 0 <= self.label_smoothing < 1:
+            raise ValueError(f"TrainConfig.label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
 
 
 @dataclass
@@ -119,19 +134,27 @@ def _autocast(device):
 
 
 # --------------------------------------------------------------------------- Hard-MoE
-def hard_em_assign(model: Transformer, src, tgt_in, tgt_out, e_step_mode: str = "eval",
-                   chunk: int | None = None) -> torch.Tensor:
-    """E-step of Hard-MoE (seed 000 Algorithm 1): the argmin over z of -log p(y | z, x) for
-    every sentence. The encoder runs once; the K latent values are scored in one batched
-    decoder pass without gradients. In "eval" mode dropout is off (the paper's fix); in
-    "train" mode dropout noise enters the choice (the failure of seed 000 section 5.4)."""
+def estep_nll(model: Transformer, src, tgt_in, tgt_out, e_step_mode: str = "eval",
+              chunk: int | None = None) -> torch.Tensor:
+    """The E-step's scores: -log p(y | z, x) of every sentence under every latent value, (B, K),
+    without gradients and in fp32 with autocast off, also inside a training step's bf16
+    autocast (at initialisation the experts differ by under a nat: bf16 rounding would decide
+    the argmin). The encoder runs once; the K latent values are scored in batched decoder
+    passes. In "eval" mode dropout is off (the paper's fix); in "train" mode dropout noise
+    enters the choice (the failure of seed 000 section 5.4)."""
     was_training = model.training
     model.train(e_step_mode == "train")
-    with torch.no_grad(), _autocast(src.device):
+    with torch.no_grad(), torch.autocast(tgt_in.device.type, enabled=False):
         memory, mask = model.encode(src)
-        nll = model.latent_nll(memory, mask, tgt_in, tgt_out, chunk)  # (B, K)
+        nll = model.latent_nll(memory, mask, tgt_in, tgt_out, chunk).float()  # (B, K)
     model.train(was_training)
-    return nll.argmin(dim=1)
+    return nll
+
+
+def hard_em_assign(model: Transformer, src, tgt_in, tgt_out, e_step_mode: str = "eval",
+                   chunk: int | None = None) -> torch.Tensor:
+    """E-step of Hard-MoE (seed 000 Algorithm 1): the argmin over z of :func:`estep_nll`."""
+    return estep_nll(model, src, tgt_in, tgt_out, e_step_mode, chunk).argmin(dim=1)
 
 
 def objective(model: Transformer, logits, tgt_out, label_smoothing: float = 0.0, alpha: float = 1.0,
@@ -266,13 +289,22 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
     opt, sched = make_optimizer(model, cfg)
     history, start_epoch, best_state = History(), 0, None
     if checkpoint is not None and checkpoint.exists():
-        state = torch.load(checkpoint, map_location=device, weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        sched.load_state_dict(state["sched"])
-        history, start_epoch, best_state = state["history"], state["epoch"] + 1, state["best_state"]
-        print(f"resuming from epoch {start_epoch} ({checkpoint.name})")
+        initial = {n: t.detach().clone() for n, t in model.state_dict().items()}
+        try:
+            state = torch.load(checkpoint, map_location=device, weights_only=False)
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["opt"])
+            sched.load_state_dict(state["sched"])
+            history, start_epoch, best_state = state["history"], state["epoch"] + 1, state["best_state"]
+            print(f"resuming from epoch {start_epoch} ({checkpoint.name})")
+        except Exception as err:  # corrupt: rebuilt like a corrupt finished model, from the same initial weights
+            print(f"cache: deleting the unreadable resume checkpoint {checkpoint} ({type(err).__name__}: {err}); "
+                  "training from the start")
+            checkpoint.unlink(missing_ok=True)
+            model.load_state_dict(initial)
+            opt, sched = make_optimizer(model, cfg)
     k = model.config.n_latent
+    cap = smoke.max_steps()   # NBS_MAX_STEPS: stop after this many optimiser steps (the smoke run)
     for epoch in range(start_epoch, cfg.epochs):
         seed_everything(cfg.seed * 1000 + epoch)
         model.train()
@@ -295,6 +327,8 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
             tokens += n_tok
             loss_sum += float(loss.detach()) * n_tok
             bar.set_postfix(loss=f"{loss_sum / tokens:.3f}")
+            if cap is not None and sched.last_epoch >= cap:
+                break
         seconds = time.time() - t0
         valid = evaluate_loss(model, valid_data, cfg.max_tokens, device, cfg.scones_alpha)
         history.train_seconds += seconds
@@ -313,6 +347,9 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
             with atomic_path(checkpoint) as tmp:
                 torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                             "history": history, "epoch": epoch, "best_state": best_state}, tmp)
+        if cap is not None and sched.last_epoch >= cap:
+            print(f"{smoke.MAX_STEPS_ENV}={cap}: stopped after {sched.last_epoch} steps, in epoch {epoch + 1}")
+            break
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
@@ -342,11 +379,13 @@ def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfi
     version."""
     key = {"model": non_default(model_cfg), "train": non_default(train_cfg), "data": data_key}
     if conditioning is not None:
-        key["conditioning"] = non_default(conditioning)
+        # lam is on the paper's scale (summed NLL) since issue 14: models of the per-token lam retrain
+        key["conditioning"] = {"lam_scale": "paper", **non_default(conditioning)}
     if mixture is not None:
         key["mixture"] = mixture.name + "/" + mixture.dropout_in
     if vnmt is not None:
         key["vnmt"] = non_default(vnmt)
+    key.update(smoke.cache_tag())        # a step-capped (smoke) model never shares a real model's key
     path = models_dir() / f"{name}-{key_hash(key)}.pt"
     if mixture:
         build = lambda: MixtureModel(model_cfg, mixture)
@@ -359,6 +398,7 @@ def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfi
     else:
         build = lambda: Transformer(model_cfg)
     model = build()
+    smoke.record_training(name, model, train_cfg, train_data, valid_data)   # only while NBS_LEDGER is set
     if path.exists():
         try:
             state = torch.load(path, map_location="cpu", weights_only=False)
@@ -366,12 +406,13 @@ def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfi
             print(f"loaded cached model {path.name} (trained in {state['history'].train_seconds:.0f} s)")
             return model.to(device).eval(), state["history"]
         except Exception as err:  # corrupt: rebuild
-            print(f"cache: retraining {path.name} ({type(err).__name__}: {err})")
-            path.unlink()
+            print(f"cache: retraining {path} ({type(err).__name__}: {err})")
+            path.unlink(missing_ok=True)   # another process retraining it may have removed it first
     seed_everything(train_cfg.seed)
     model = build()                      # same initial weights for the same seed
     partial = path.with_suffix(".partial.pt")
-    history = train(model, train_data, valid_data, train_cfg, device, checkpoint=partial, progress=progress)
+    with smoke.training_phase():
+        history = train(model, train_data, valid_data, train_cfg, device, checkpoint=partial, progress=progress)
     with atomic_path(path) as tmp:
         torch.save({"model": model.state_dict(), "history": history, "key": key}, tmp)
     partial.unlink(missing_ok=True)

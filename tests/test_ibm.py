@@ -163,3 +163,19 @@ def test_every_sample_has_the_storys_length(sampler):
             assert sorted(j for ps in s.pi for j in ps) == list(range(1, len(s.words) + 1))
     s = sampler.sample(["unbekannt"], 1.0, rng)        # an unknown word copies itself
     assert "unbekannt" in s.words
+
+
+def test_unseen_lengths_get_uniform_distortion_that_gamma_does_not_change(sampler):
+    """Training saw (l, m) = (4, 4) but no source of length 4 with 9 target words: there the
+    distortion is uniform at every temperature, and the story says so."""
+    assert sampler.seen(4, 4) and not sampler.seen(4, 9)
+    trained = sampler.distortion(1, 4, 4)
+    assert trained.max() > 0.5                           # "das" -> first position, learned
+    for g in (0.1, 1.0):
+        assert ibm.temper(sampler.distortion(1, 4, 9), g) == pytest.approx(np.full(9, 1 / 9))
+    # a story at gamma 0 of a training sentence has a seen (l, m); long fertilities do not
+    assert not sampler.sample("das haus ist klein".split(), 0.0, np.random.default_rng(0)).uniform_distortion
+    rng = np.random.default_rng(0)
+    stories = [sampler.sample("das haus ist klein".split(), 2.0, rng) for _ in range(300)]
+    assert all(s.uniform_distortion == (not sampler.seen(4, len(s.words))) for s in stories)
+    assert any(s.uniform_distortion for s in stories) and max(max(s.phi[1:]) for s in stories) <= ibm.MAX_FERTILITY

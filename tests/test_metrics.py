@@ -1,5 +1,6 @@
 """Every metric on cases whose values are worked out by hand in the comments."""
 import math
+import random
 
 import pytest
 
@@ -127,3 +128,106 @@ def test_mbleu_by_hand():
     # one hypothesis matches a reference, the other nothing: every n-gram order has precision
     # 4/8, 3/6, 2/4, 1/2 = 1/2, brevity penalty 1 (8 tokens, closest reference lengths 4 + 4)
     assert M.mbleu([["a b c d", "e f g h"]], [["a b c d", "x y z w"]]) == pytest.approx(50, abs=1e-6)
+
+
+# ---------------------------------------------------------------- bad input (issue 14)
+def test_corpus_bleu_rejects_bare_strings_and_uneven_reference_lists():
+    with pytest.raises(TypeError, match=r"hyps: expected a list of strings, got a bare string"):
+        M.corpus_bleu("abc", ["abd", "x", "y"])        # same length: compared character by character before
+    with pytest.raises(TypeError, match=r"refs: expected a list of strings .* got a bare string"):
+        M.corpus_bleu(["a", "b", "c"], "abd")
+    with pytest.raises(ValueError, match=r"refs: every source needs the same number of strings, got sizes \[1, 2\]"):
+        # zip(*refs) silently dropped "x y" before
+        M.corpus_bleu(["a b c d", "e f g h"], [["a b c d", "x y"], ["e f g h"]])
+    with pytest.raises(TypeError, match=r"hyps\[1\]: expected a string, got int"):
+        M.corpus_bleu(["a", 3], ["a", "b"])
+
+
+def test_bleu_and_length_rejects_bare_strings():
+    with pytest.raises(TypeError, match="hyps: expected a list of strings, got a bare string"):
+        M.bleu_and_length("ab", [["a"], ["b"]])
+    with pytest.raises(ValueError, match="same number of strings"):
+        M.bleu_and_length(["a", "b"], [["a", "c"], ["b"]])
+
+
+@pytest.mark.parametrize("call", [
+    lambda: M.pairwise_bleu([]), lambda: M.multi_ref_bleu([], []), lambda: M.avg_oracle_bleu([], []),
+    lambda: M.ref_coverage([], []), lambda: M.per_latent_bleu([], []), lambda: M.mbleu([], []),
+    lambda: M.human_scores([]), lambda: M.corpus_bleu([], []), lambda: M.bleu_and_length([], []),
+    lambda: M.diversity_report([], []),
+])
+def test_empty_inputs_are_a_clear_error(call):
+    with pytest.raises(ValueError, match="need at least one"):
+        call()
+
+
+def test_diversity_report_checks_its_inputs_first():
+    with pytest.raises(ValueError, match=r"hyps: need at least 1 strings per source, got 0"):
+        M.diversity_report([[]], [["a b", "c d"]])       # IndexError before
+    with pytest.raises(TypeError, match=r"hyps\[0\]\[1\]: expected a string, got list"):
+        M.diversity_report([["a", ["b"]]], [["a b", "c d"]])
+
+
+# ---------------------------------------------------------------- degenerate outputs (issue 14)
+def test_pairwise_bleu_of_identical_short_or_empty_hypotheses_is_100():
+    # sacrebleu gives 0 when the corpus holds no 4-grams, which read as "most diverse"
+    assert M.pairwise_bleu([["a b", "a b"]]) == 100
+    assert M.pairwise_bleu([["", "", ""]]) == 100                          # identical empty strings
+    assert M.pairwise_bleu([["a b c", "a b c"], ["", ""], ["x.", "x ."]]) == 100   # 13a: "x." is "x ."
+    # not identical: BLEU as usual (no shared unigram: 0; an empty vs a non-empty: 0)
+    assert M.pairwise_bleu([["a b", "c d"]]) == 0
+    assert M.pairwise_bleu([["a b c d", ""]]) == 0
+
+
+def test_pairwise_bleu_with_an_empty_hypothesis_among_others_by_hand():
+    # source 1: two copies of "a b c d" (1- to 4-grams 8/8, 6/6, 4/4, 2/2); source 2: "x y"
+    # against "" adds 2 unmatched 1-grams and 1 unmatched 2-gram, "" against "x y" adds only
+    # reference length: precisions 8/10, 6/7, 1, 1; lengths 10 and 10, no brevity penalty
+    expected = 100 * (8 / 10 * 6 / 7) ** 0.25
+    assert M.pairwise_bleu([["a b c d", "a b c d"], ["x y", ""]]) == pytest.approx(expected, abs=1e-6)
+
+
+def test_pairwise_bleu_of_ordinary_sets_is_sacrebleus():
+    import sacrebleu
+    hyps = [["the cat sat on the mat", "a cat sat on a mat", "the dog sat"],
+            ["he went home early", "he went home", "she left the house early"]]
+    sys_, ref = zip(*[(h[i], h[j]) for h in hyps for j in range(3) for i in range(3) if i != j])
+    assert M.pairwise_bleu(hyps) == pytest.approx(sacrebleu.corpus_bleu(list(sys_), [list(ref)]).score, abs=1e-9)
+
+
+def test_ref_coverage_of_identical_hypotheses_that_match_no_reference_is_1():
+    # K=4 copies of one sentence sharing nothing with the 4 references: every reference ties
+    # at sentence BLEU 0; drawing a tie per copy covered 4 * (1 - (3/4)^4) = 2.73 references
+    # on average; the copies are one point, so they pick one reference
+    hyps = [["q r s t"] * 4] * 200
+    refs = [["a b c d", "e f g h", "i j k l", "m n o p"]] * 200
+    for seed in range(3):
+        assert M.ref_coverage(hyps, refs, seed=seed) == 1.0
+    for seed in range(10):   # identical after 13a tokenisation ("q r." is "q r .")
+        assert len(set(M.oracle_assignment([["q r .", "q r."]], [["a", "b"]], random.Random(seed))[0])) == 1
+
+
+def test_ref_coverage_without_duplicates_is_the_papers_random_tie_breaking():
+    # an independent implementation of seed 000 section 4: every hypothesis draws one of its
+    # best references with random.Random(seed), in order; duplicates do not change the others
+    hyps = [["q r s t", "a b c d", "u v w x"], ["e f g h", "y z", "a b"]] * 50
+    refs = [["a b c d", "e f g h", "i j"], ["e f g h", "e f g h", "a b"]] * 50
+    rng, total = random.Random(7), 0
+    for hs, rs in zip(hyps, refs):
+        picks = set()
+        for h in hs:
+            scores = [M.sentence_bleu(h, r) for r in rs]
+            picks.add(rng.choice([i for i, s in enumerate(scores) if s == max(scores)]))
+        total += len(picks)
+    assert M.ref_coverage(hyps, refs, seed=7) == pytest.approx(total / len(hyps))
+
+
+def test_scenario_sets_check_their_references():
+    from nbsupport.scenarios import scenario_sets
+    with pytest.raises(TypeError, match="bare strings"):
+        scenario_sets(["a b", "c d", "e f"])
+    with pytest.raises(ValueError, match="need at least one source"):
+        scenario_sets([])                                  # IndexError before
+    refs = [["a b c", "d e f"], ["g h i", "j k l"], ["m n o", "p q r"]]
+    sets = scenario_sets(refs)
+    assert sorted(map(sorted, sets["D"])) == sorted(map(sorted, refs))   # D: the references, shuffled

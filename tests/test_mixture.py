@@ -1,9 +1,15 @@
 """Shen et al.'s mixture variants: soft EM = the marginal likelihood's gradient (eq. 3), hard
-EM with K=1 = plain training, offline responsibilities once per epoch, the D1/D2 detectors."""
+EM with K=1 = plain training, offline responsibilities once per epoch, the D1/D2 detectors
+against the papers' own labelled rows, per-latent BLEU against one reference, the E-step in
+fp32, the flip-rate sample."""
 import pytest
 import torch
+from sacrebleu.metrics import BLEU
 
-from nbsupport.analysis import degeneracy, estep_flips
+import nbsupport.train as train_mod
+from nbsupport.analysis import (D1_RATIO, D2_PAIRWISE, degeneracy, estep_flips, is_d1, is_d2, per_latent_bleu_one_ref,
+                                sample_sentences, seed_label)
+from nbsupport.mixture_runs import over_seeds
 from nbsupport.models import Transformer, TransformerConfig, shift_right
 from nbsupport.models.mixture import MixtureConfig, MixtureModel, all_variants
 from nbsupport.train import Encoded, TrainConfig, train, train_or_load
@@ -115,15 +121,164 @@ def test_sixteen_variants_and_names():
         MixtureConfig(dropout_in="E")
 
 
-def test_degeneracy_detectors_on_hand_made_vectors():
-    assert degeneracy([25.7, 0.2, 0.0], 0.1) == "D1"          # Shen Table 7, online independent hMup
-    assert degeneracy([26.1, 0.0, 0.0], 0.0) == "D1"
-    assert degeneracy([25.8, 25.7, 25.6], 91.7) == "ok"       # pairwise below the D2 threshold
-    assert degeneracy([30.1, 30.0, 29.9], 97.0) == "D2"
-    assert degeneracy([25.6, 24.4, 21.3], 53.1) == "ok"
-    assert degeneracy([25.5, 12.0, 13.0], 30.0) == "ok"       # one latent at least half the best: not D1
-    with pytest.raises(ValueError):
+# Shen et al. 2019 Table 7 (WMT'17 En-De, K = 3): BLEU per latent z = 1, 2, 3 (one reference), pairwise
+# BLEU, and the label the paper gives in section 5.1 / Fig. 2 (online + independent: D1; offline +
+# shared + soft: D2; the others are not degenerate).
+SHEN_TABLE7 = [
+    ("online.shared.sMlp", [25.9, 24.9, 22.6], 57.8, "ok"), ("online.shared.sMup", [25.8, 25.2, 22.8], 61.6, "ok"),
+    ("online.shared.hMlp", [25.5, 22.6, 21.5], 47.8, "ok"), ("online.shared.hMup", [25.6, 24.4, 21.3], 53.1, "ok"),
+    ("online.independent.sMlp", [25.5, 0.0, 0.0], 23.8, "D1"), ("online.independent.sMup", [25.8, 0.6, 0.0], 3.5, "D1"),
+    ("online.independent.hMlp", [26.1, 0.0, 0.0], 0.0, "D1"), ("online.independent.hMup", [25.7, 0.2, 0.0], 0.1, "D1"),
+    ("offline.shared.sMlp", [25.8, 25.7, 25.6], 91.7, "D2"), ("offline.shared.sMup", [25.7, 25.5, 25.3], 91.7, "D2"),
+    ("offline.shared.hMlp", [25.6, 21.2, 19.4], 49.2, "ok"), ("offline.shared.hMup", [25.3, 24.4, 23.6], 58.2, "ok"),
+    ("offline.independent.sMlp", [25.7, 19.4, 16.4], 34.4, "ok"), ("offline.independent.sMup", [25.3, 23.5, 22.9], 48.0, "ok"),
+    ("offline.independent.hMlp", [25.7, 15.8, 13.0], 26.4, "ok"), ("offline.independent.hMup", [25.5, 22.5, 19.8], 42.5, "ok"),
+]
+# Seed 000 Table 2 (IWSLT'14 De-En, K = 2, BLEU of each hypothesis against the one reference).
+SEED_TABLE2 = [
+    ("Variational NMT", [32.5, 32.5], 99.2, "D2"),               # "latent is ignored"
+    ("Soft-MoE (no dropout, shared decoder)", [21.1, 20.6], 57.2, "ok"),   # low quality, no degeneracy
+    ("Soft-MoE (dropout, shared decoder)", [32.6, 32.5], 99.0, "D2"),
+    ("Hard-MoE (dropout during minimization)", [32.8, 32.7], 99.1, "D2"),
+    ("Hard-MoE", [32.1, 32.7], 72.5, "ok"),                      # "success"
+]
+
+
+@pytest.mark.parametrize("name,bleus,pairwise,label", SHEN_TABLE7 + SEED_TABLE2, ids=[r[0] for r in SHEN_TABLE7 + SEED_TABLE2])
+def test_degeneracy_labels_the_papers_rows_as_the_papers_do(name, bleus, pairwise, label):
+    assert degeneracy(bleus, pairwise) == label
+
+
+def test_d1_and_d2_thresholds_agree_with_every_labelled_row_without_per_latent_bleu():
+    # Shen Table 1 (K = 3): dropout in E&M ignores the latent (D2) for all four losses; "no" dropout and
+    # dropout in the M-step only do not (the "no" models overfit: low BLEU, but no degeneracy)
+    for pairwise in (98.5, 98.5, 89.3, 87.6):
+        assert is_d2(pairwise)
+    for pairwise in (53.9, 55.4, 45.9, 41.0, 57.8, 61.6, 47.8, 53.1):
+        assert not is_d2(pairwise)
+    # Shen Table 5: hMup and sMup "well performing" on en-de, en-fr, zh-en; seed 000 Table 2: beam search,
+    # no failure type
+    for pairwise in (50.2, 64.0, 51.6, 68.9, 80.4, 60.9, 84.8):
+        assert not is_d2(pairwise)
+    # seed 000 Table 2: Soft-MoE with separate decoders "collapse to single expert" (no pairwise BLEU given)
+    assert is_d1([32.7, 0.0])
+    assert 84.8 < D2_PAIRWISE <= 87.6 and 0.023 < D1_RATIO <= 0.61
+
+
+def test_degeneracy_edge_cases():
+    assert degeneracy([30.0, 5.0, 5.0], 40.0) == "D1"             # both others under 0.2 x the best
+    assert degeneracy([30.0, 7.0, 0.0], 40.0) == "ok"             # one other latent above 0.2 x: partly trained
+    assert degeneracy([0.0, 0.0, 0.0], 100.0) == "D2"             # nothing decodes: no latent stands out
+    with pytest.raises(ValueError, match="K >= 2"):
         degeneracy([20.0], 50.0)
+
+
+def test_seed_label_is_the_strict_majority_else_mixed():
+    assert seed_label(["D1"]) == "D1"
+    assert seed_label(["ok", "D2", "D2"]) == "D2"
+    assert seed_label(["ok", "D2"]) == "mixed" and seed_label(["ok", "D1", "D2"]) == "mixed"
+    with pytest.raises(ValueError):
+        seed_label([])
+
+
+def test_over_seeds_sorts_each_seed_before_averaging():
+    # a D1 model whose trained expert is latent 0 with one seed and latent 2 with the other: averaging
+    # by index would give [25, 0, 25], a healthy-looking row
+    seeds = [{"per_latent_bleu_1ref": [50.0, 0.0, 0.2], "pairwise_bleu": 1.0, "multi_ref_bleu": 20.0, "label": "D1"},
+             {"per_latent_bleu_1ref": [0.0, 0.4, 48.0], "pairwise_bleu": 3.0, "multi_ref_bleu": 22.0, "label": "D1"}]
+    row = over_seeds(seeds)
+    assert row["per_latent_bleu_1ref"] == pytest.approx([49.0, 0.3, 0.0])
+    assert row["pairwise_bleu"] == pytest.approx(2.0) and row["multi_ref_bleu"] == pytest.approx(21.0)
+    assert row["label"] == "D1" and row["labels_per_seed"] == ["D1", "D1"]
+    assert degeneracy(row["per_latent_bleu_1ref"], row["pairwise_bleu"]) == "D1"
+    assert over_seeds(seeds[:1] + [{**seeds[1], "label": "ok"}])["label"] == "mixed"
+
+
+def test_per_latent_bleu_uses_one_reference_per_source_shared_by_the_latents():
+    import random
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    rng = random.Random(7)
+    refs = [[" ".join(rng.sample(words, 8)) for _ in range(3)] for _ in range(30)]
+    # latent k writes reference k exactly: against all M references (metrics.per_latent_bleu) every
+    # latent scores 100; against one reference per source (Table 7) none does
+    hyps = [[rs[0], rs[1], rs[2]] for rs in refs]
+    one = per_latent_bleu_one_ref(hyps, refs, seed=0)
+    assert all(b < 100 for b in one) and one == per_latent_bleu_one_ref(hyps, refs, seed=0)
+    from nbsupport.metrics import per_latent_bleu
+    assert per_latent_bleu(hyps, refs) == pytest.approx([100, 100, 100])
+    # the same reference for every latent: identical latents score the same
+    same = per_latent_bleu_one_ref([[rs[1]] * 3 for rs in refs], refs, seed=3)
+    assert same[0] == same[1] == same[2]
+    # with a single reference per source it is plain corpus BLEU against it (sacrebleu directly)
+    single = [[rs[0]] for rs in refs]
+    hyps2 = [[rs[1], rs[0]] for rs in refs]
+    expected = [BLEU().corpus_score([h[k] for h in hyps2], [[r[0] for r in single]]).score for k in range(2)]
+    assert per_latent_bleu_one_ref(hyps2, single, seed=5) == pytest.approx(expected)
+    assert expected[1] == pytest.approx(100)
+
+
+def test_estep_runs_in_fp32_while_the_m_step_keeps_autocast(monkeypatch):
+    """On a GPU a training step runs under bf16 autocast; the E-step must not (its argmin over
+    experts a fraction of a nat apart would depend on rounding). Simulated on the CPU: the
+    training step's autocast is made CPU bf16."""
+    monkeypatch.setattr(train_mod, "_autocast", lambda device: torch.autocast("cpu", dtype=torch.bfloat16))
+    src, tgt_in, tgt_out = batch(6)
+    tc = TrainConfig(epochs=1, max_tokens=100, warmup=5)
+    # Hard-MoE (seed 000 Algorithm 1): latent_nll is only called by the E-step
+    torch.manual_seed(5)
+    m = Transformer(cfg(3, dropout=0.1))
+    seen = {"latent_nll": [], "decode": []}
+    for name in seen:
+        fn = getattr(m, name)
+        def spy(*a, _fn=fn, _name=name, **kw):
+            seen[_name].append(torch.is_autocast_enabled("cpu"))
+            return _fn(*a, **kw)
+        monkeypatch.setattr(m, name, spy)
+    plain = train_mod.estep_nll(m, src, tgt_in, tgt_out)
+    assert plain.dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(train_mod.estep_nll(m, src, tgt_in, tgt_out), plain)
+    seen["latent_nll"].clear(), seen["decode"].clear()
+    opt, sched = train_mod.make_optimizer(m, tc)
+    _, _, z = train_mod.training_step(m, opt, sched, src, tgt_in, tgt_out, tc, 0.0)
+    assert torch.equal(z, plain.argmin(1))
+    assert seen["latent_nll"] == [False]                       # the E-step: autocast off
+    assert True in seen["decode"]                              # the M-step: autocast on
+    # a mixture's responsibilities (hard and soft), also inside autocast
+    for em in ("hard", "soft"):
+        torch.manual_seed(6)
+        mix = MixtureModel(cfg(3, dropout=0.1), MixtureConfig(em, "learned", "shared", "online", "M"))
+        r_plain = mix.responsibilities(src, tgt_in, tgt_out)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            r_cast = mix.responsibilities(src, tgt_in, tgt_out)
+        assert r_cast.dtype == torch.float32 and torch.equal(r_cast, r_plain)
+        states = []
+        fn = mix.log_joint
+        monkeypatch.setattr(mix, "log_joint", lambda *a, _fn=fn: states.append(torch.is_autocast_enabled("cpu")) or _fn(*a))
+        opt, sched = train_mod.make_optimizer(mix, tc)
+        train_mod.training_step(mix, opt, sched, src, tgt_in, tgt_out, tc, 0.0)
+        assert states == [False]                               # log_joint is the E-step's only caller here
+
+
+def test_flip_sample_is_a_seeded_uniform_sample_not_the_shortest_sentences():
+    from nbsupport.train import Encoded
+    g = torch.Generator().manual_seed(8)
+    lengths = [3 + (i * 37) % 60 for i in range(300)]           # 3..62 tokens, mixed order
+    tgt = [torch.randint(4, 12, (n,), generator=g).tolist() + [2] for n in lengths]
+    data = Encoded([t[::-1] for t in tgt], tgt)
+    src, tgt_in, tgt_out = sample_sentences(data, 40, seed=0)
+    got = (tgt_out != 0).sum(1).float()
+    mean_all = sum(len(t) for t in tgt) / len(tgt)
+    shortest = sorted(len(t) for t in tgt)[:40]
+    assert abs(float(got.mean()) - mean_all) < 10               # ordinary sentences (mean of all: ~33.5)
+    assert float(got.mean()) > 2 * sum(shortest) / 40          # not the head of a length-sorted batch
+    rows = {tuple(r[r != 0].tolist()) for r in tgt_out}
+    assert len(rows) == 40 and rows <= {tuple(t) for t in tgt}  # 40 distinct real training pairs
+    assert torch.equal(tgt_in, shift_right(tgt_out))
+    s2 = sample_sentences(data, 40, seed=0)[2]
+    assert torch.equal(s2, tgt_out) and not torch.equal(sample_sentences(data, 40, seed=1)[2], tgt_out)
+    with pytest.raises(ValueError, match="1..300"):
+        sample_sentences(data, 301, seed=0)
 
 
 def test_estep_flips_without_dropout_is_zero():
@@ -160,3 +315,27 @@ def test_vnmt_trains_anneals_and_samples_k_hypotheses():
     assert VariationalNMT(cfg(4), VNMTConfig(anneal_fraction=0)).beta(0.0) == 1.0
     hyps = m.hypotheses(torch.tensor([src[0], src[1]]), k=3)
     assert len(hyps) == 2 and all(len(h) == 3 for h in hyps)
+
+
+def test_vnmt_batches_sharing_a_generator_draw_fresh_noise():
+    """Successive batches of one evaluation must not reuse the same prior noise (issue 14 #10's
+    twin in mixture_runs.evaluate): with one generator the second call's draws differ, with a
+    fresh seed they repeat."""
+    from nbsupport.models.vnmt import VariationalNMT, VNMTConfig
+    torch.manual_seed(0)
+    m = VariationalNMT(cfg(4), VNMTConfig())
+    seen = []
+    import nbsupport.decode as decode
+    real = decode.generate
+    # capture the latent noise instead of decoding
+    decode.generate = lambda model, src, method, z=None, **kw: seen.append(z.clone()) or [[[2]] for _ in range(src.shape[0])]
+    try:
+        src = torch.tensor([[5, 6, 2], [7, 8, 2]])
+        m.hypotheses(src, 2, seed=3), m.hypotheses(src, 2, seed=3)
+        assert torch.equal(seen[0], seen[2]) and torch.equal(seen[1], seen[3])   # each call reseeds
+        seen.clear()
+        g = torch.Generator().manual_seed(3)
+        m.hypotheses(src, 2, generator=g), m.hypotheses(src, 2, generator=g)
+        assert not torch.equal(seen[0], seen[2]) and not torch.equal(seen[1], seen[3])
+    finally:
+        decode.generate = real

@@ -1,5 +1,7 @@
 """Multi-source LSTM (Zoph & Knight 2016): combiners against the paper's equations, local-p
 attention's window, teacher-forced = incremental decoding, training on two sources."""
+import math
+
 import pytest
 import torch
 
@@ -77,6 +79,29 @@ def test_local_p_attention_window():
     # global attention: a distribution over the real tokens
     ctx, a = Attention(D, "global", 2)(h, st, mask, lengths)
     assert torch.allclose(a.sum(-1), torch.ones(B)) and float(a[~mask].abs().max()) == 0.0
+
+
+def test_local_p_attention_is_eqs_9_to_12_by_hand():
+    """Each weight a_t(s) computed from the paper's equations with scalar loops, W_a = w_a.weight.T
+    (notebook 01's inline check once passed w_a.weight and printed "= package: False")."""
+    torch.manual_seed(3)
+    D_win, S = 2, 7
+    att = Attention(D, "local", window=D_win)
+    st, h = torch.randn(1, 9, D), torch.randn(1, D)
+    lengths = torch.tensor([S])
+    _, a = att(h, st, torch.arange(9)[None] < S, lengths)
+    W_a, W_p, v_p = att.w_a.weight.detach().T, att.w_p.weight.detach(), att.v_p.weight.detach()[0]
+    ht, hs = h[0], st[0]
+    p_t = S * torch.sigmoid(v_p @ torch.tanh(W_p @ ht))                                    # eq. 9
+    window = [s for s in range(S) if abs(s - float(p_t)) <= D_win]
+    score = {s: float(sum(ht[i] * W_a[i, j] * hs[s, j] for i in range(D) for j in range(D))) for s in window}  # eq. 12
+    z = sum(math.exp(v) for v in score.values())
+    for s in range(9):
+        expected = 0.0
+        if s in window:                                                                   # eqs. 10-11, sigma = D/2
+            expected = math.exp(score[s]) / z * math.exp(-(s - float(p_t)) ** 2 / (2 * (D_win / 2) ** 2))
+        assert abs(float(a[0, s]) - expected) < 1e-5
+    assert not torch.allclose(W_a, W_a.T)        # the transpose matters: a symmetric W_a would hide it
 
 
 def test_reverse_padded():

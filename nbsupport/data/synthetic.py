@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 STYLE_STRENGTHS = ("strong", "subtle")
 AMBIGUITY_LEVELS = ("none", "low", "high")
@@ -107,6 +107,8 @@ class ToyConfig:
             raise ValueError(f"n_styles must be between 1 and {MAX_STYLES}, got {self.n_styles}")
         if min(self.n_train, self.n_dev, self.n_test) < 0 or self.refs_per_style < 0:
             raise ValueError("sizes must be >= 0")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"the toy's seed must be an integer, got {self.seed!r} ({type(self.seed).__name__})")
 
     @property
     def references_per_style(self) -> int:
@@ -142,10 +144,17 @@ class Split:
     def __len__(self) -> int:
         return len(self.refs)
 
+    def source(self, lang: str | None = None) -> list[str]:
+        """The sources in language ``lang`` (None: the first); an unknown one names the valid ones."""
+        if lang is None:
+            return self.src
+        if lang not in self.sources:
+            raise ValueError(f"unknown source language {lang!r}; this data has {', '.join(map(repr, self.sources))}")
+        return self.sources[lang]
+
     def pairs(self, lang: str | None = None) -> list[tuple[str, str]]:
         """(source, target) for every reference of every example."""
-        srcs = self.sources[lang] if lang else self.src
-        return [(s, r) for s, rs in zip(srcs, self.refs) for r in rs]
+        return [(s, r) for s, rs in zip(self.source(lang), self.refs) for r in rs]
 
 
 @dataclass
@@ -308,9 +317,18 @@ def _build(cfg: ToyConfig, languages: dict[str, ToyLanguage], name: str) -> Corp
     return Corpus(name, train, multi(dev_m), multi(test_m), info)
 
 
+def toy_config(config: ToyConfig | None = None, **overrides) -> ToyConfig:
+    """``config`` (default: ``ToyConfig()``) with ``overrides``; an unknown setting names the valid ones."""
+    valid = [f.name for f in fields(ToyConfig)]
+    unknown = sorted(set(overrides) - set(valid))
+    if unknown:
+        raise TypeError(f"unknown toy setting(s) {unknown}; valid: {', '.join(valid)}")
+    return replace(config or ToyConfig(), **overrides)
+
+
 def toy(config: ToyConfig | None = None, **overrides) -> Corpus:
     """The toy task. ``toy(n_styles=4, style_strength="strong", ambiguity="low", seed=0)``."""
-    cfg = replace(config or ToyConfig(), **overrides)
+    cfg = toy_config(config, **overrides)
     return _build(cfg, {"src": ToyLanguage(cfg.seed)}, "toy")
 
 
@@ -319,7 +337,7 @@ def toy_trilingual(config: ToyConfig | None = None, **overrides) -> Corpus:
     different set of noun pairs, so only the two together always determine the target.
     Defaults to one style and no ambiguity, so the only uncertainty is the merged senses."""
     base = ToyConfig(n_styles=1)
-    cfg = replace(config or base, **overrides)
+    cfg = toy_config(config or base, **overrides)
     langs = {"xa": ToyLanguage(cfg.seed, "sov", merge="even"),
              "xb": ToyLanguage(cfg.seed + 1, "vso", merge="odd")}
     corpus = _build(cfg, langs, "toy-trilingual")

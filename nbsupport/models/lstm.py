@@ -98,7 +98,12 @@ class Attention(nn.Module):
 
     local-p: p_t = S * sigmoid(v_p^T tanh(W_p h_t)) (S the source length); softmax of
     h_t^T W_a h_s over the window |s - p_t| <= D, times exp(-(s - p_t)^2 / (2 sigma^2)),
-    sigma = D/2. Weights are >= 0, sum to at most 1 and are 0 outside the window."""
+    sigma = D/2. Weights are >= 0, sum to at most 1 and are 0 outside the window.
+
+    Parametrisation: ``w_a`` is an ``nn.Linear``, which applies its stored matrix, w_a(h) =
+    weight @ h; the score w_a(h_t) . h_s = h_t^T weight^T h_s, so eq. 12's W_a is ``w_a.weight.T``
+    (a transpose of the same learned matrix: the same model family). W_p = ``w_p.weight``,
+    v_p = ``v_p.weight[0]``."""
 
     def __init__(self, d: int, kind: str, window: int):
         super().__init__()

@@ -129,10 +129,13 @@ class MixtureModel(nn.Module):
     @torch.no_grad()
     def responsibilities(self, src, tgt_in, tgt_out) -> torch.Tensor:
         """The E-step, (B, K): one-hot argmax (hard) or the posterior (soft). Dropout is on
-        only in the E&M mode."""
+        only in the E&M mode. Scored in fp32 with autocast off, also inside a training step's
+        bf16 autocast: at initialisation the experts differ by under a nat, and bf16 rounding
+        would decide the argmax."""
         was = self.training
         self.train(self.mixture.dropout_in == "E&M")
-        lj = self.log_joint(src, tgt_in, tgt_out)
+        with torch.autocast(tgt_in.device.type, enabled=False):
+            lj = self.log_joint(src, tgt_in, tgt_out).float()
         self.train(was)
         if self.mixture.em == "hard":
             return nn.functional.one_hot(lj.argmax(dim=1), self.k).to(lj.dtype)

@@ -8,8 +8,16 @@ y and picks a domain; the decoder starts from that domain's embedding.
   probability p_hard per step p is the one-hot argmax as well (section 3.2).
 * The decoder's first input is E p (the K domain embeddings weighted by p), replacing BOS:
   the latent table of :class:`Transformer` with a probability vector instead of an index.
-* Objective: NLL - lambda * H(mean of p over the batch) (section 3.3): the batch-entropy
-  regulariser rewards using all domains.
+* Objective (section 3.3): L - lambda * L_XE, where L is the batch's *summed* sentence NLL and
+  L_XE = H(mean of p over the batch), the batch-entropy regulariser that rewards using all
+  domains. ``lam`` is lambda on the paper's scale; for the optimiser we divide the whole
+  objective by the batch's target-token count n (the per-token mean NLL the rest of the
+  package trains on), so the regulariser's weight per token is lambda / n. With ~1,000-token
+  batches here and ~55,000 in the paper (En-De), the same lambda weighs about 55x more
+  against the NLL here than there.
+* Temperature: the paper lowers T linearly from 1 to 0 "over training" and freezes the target
+  encoder for "the remaining training time" once T = 0, without saying when that is; we reach
+  T = 0 at ``anneal_fraction`` = half of training.
 * Inference: one greedy hypothesis per domain (one-hot p), as Hard-MoE.
 * Ablation (section 4.7): ``reads="source"`` gives the "target encoder" the source sentence.
 """
@@ -30,7 +38,7 @@ READS = ("target", "source")
 
 @dataclass(frozen=True)
 class ConditioningConfig:
-    lam: float = 0.1              # weight of the batch-entropy regulariser
+    lam: float = 1.0              # lambda on the paper's scale: weight of L_XE against the summed NLL
     p_hard: float = 0.25          # probability of a hard (argmax) step
     anneal_fraction: float = 0.5  # T falls from 1 to 0 over this fraction of training, then frozen
     reads: str = "target"         # "source": the ablation of section 4.7
@@ -55,6 +63,12 @@ def domain_probs(scores: torch.Tensor, temp: float, hard: bool) -> torch.Tensor:
     if hard or temp <= 0:
         return F.one_hot(scores.argmax(dim=-1), scores.shape[-1]).to(scores.dtype)
     return torch.softmax(scores / temp, dim=-1)
+
+
+def paper_objective_per_token(nll_sum: torch.Tensor, n_tokens: int, lam: float, l_xe: torch.Tensor) -> torch.Tensor:
+    """The paper's objective L - lambda * L_XE (L: the batch's summed NLL) divided by the batch's
+    target-token count: the per-token mean NLL minus (lambda / n_tokens) * L_XE."""
+    return (nll_sum - lam * l_xe) / max(n_tokens, 1)
 
 
 def batch_entropy(p: torch.Tensor) -> torch.Tensor:
@@ -102,8 +116,8 @@ class TargetConditionedTransformer(Transformer):
 
     def conditioning_loss(self, src, tgt_in, tgt_out, progress: float, label_smoothing: float = 0.0,
                           generator: torch.Generator | None = None):
-        """One training step's loss (NLL - lambda * L_XE), the domains chosen, and whether the
-        target encoder is frozen (T = 0)."""
+        """One training step's loss, the paper's (summed NLL - lambda * L_XE) divided by the
+        batch's target-token count; the domains chosen; whether the target encoder is frozen (T = 0)."""
         temp = temperature(progress, self.cond.anneal_fraction)
         frozen = temp <= 0
         hard = bool(torch.rand((), generator=generator) < self.cond.p_hard)
@@ -114,7 +128,7 @@ class TargetConditionedTransformer(Transformer):
             scores = self.domain_scores(src, tgt_out)
         p = domain_probs(scores.float(), temp, hard)
         logits = self(src, tgt_in, p)
-        nll = F.cross_entropy(logits.float().transpose(1, 2), tgt_out, ignore_index=PAD,
-                              label_smoothing=label_smoothing)
-        loss = nll - self.cond.lam * batch_entropy(p)
+        nll_sum = F.cross_entropy(logits.float().transpose(1, 2), tgt_out, ignore_index=PAD,
+                                  label_smoothing=label_smoothing, reduction="sum")
+        loss = paper_objective_per_token(nll_sum, int((tgt_out != PAD).sum()), self.cond.lam, batch_entropy(p))
         return loss, scores.argmax(dim=-1).detach(), frozen

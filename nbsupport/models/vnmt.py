@@ -80,13 +80,15 @@ class VariationalNMT(nn.Module):
         return nll + kl
 
     @torch.no_grad()
-    def hypotheses(self, src, k: int, seed: int = 0) -> list[list[list[int]]]:
-        """k hypotheses per source: z sampled from the prior, then greedy decoding."""
+    def hypotheses(self, src, k: int, seed: int = 0, generator: torch.Generator | None = None) -> list[list[list[int]]]:
+        """k hypotheses per source: z sampled from the prior, then greedy decoding. Pass one
+        CPU ``generator`` to calls over successive batches so that they draw fresh noise
+        (otherwise each call seeds its own with ``seed``)."""
         from ..decode import generate
         self.eval()
         memory, mask = self.encode(src)
         mu_p, lv_p = self.prior_params(memory, mask)
-        g = torch.Generator(device="cpu").manual_seed(seed)
+        g = generator if generator is not None else torch.Generator(device="cpu").manual_seed(seed)
         eps = torch.randn((k,) + tuple(mu_p.shape), generator=g).to(mu_p.device)
         outs = [generate(self.model, src, "greedy", z=mu_p + eps[i] * (0.5 * lv_p).exp()) for i in range(k)]
         return [[outs[i][b][0] for i in range(k)] for b in range(src.shape[0])]

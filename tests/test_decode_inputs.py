@@ -1,0 +1,95 @@
+"""decode.translate / decode.generate: sampling streams across batches, z per batch, bad input."""
+import math
+
+import pytest
+import torch
+
+import nbsupport as nbs
+from nbsupport.decode import generate, translate
+from nbsupport.models import Transformer, TransformerConfig
+
+WORDS = [f"w{i}" for i in range(8)]
+VOCAB = nbs.data.WordVocab(WORDS)          # 4 specials + 8 words = 12 ids, source and target
+
+
+def tiny_model(k=1):
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(src_vocab=len(VOCAB), tgt_vocab=len(VOCAB), d_model=32, n_heads=4,
+                                         d_ff=64, enc_layers=1, dec_layers=1, dropout=0.0, n_latent=k)).eval()
+
+
+def run(model, sentences, method="greedy", **kw):
+    return translate(model, VOCAB, VOCAB, sentences, method, **kw)
+
+
+def test_sampling_streams_do_not_repeat_across_batches():
+    # the same source 2 x 16 times, in batches of 16: before the fix, sentence i and i+16
+    # drew the same random numbers (the generator was re-seeded per batch) and so got the
+    # same samples, all 16 of them; independent draws agree about as often as neighbours
+    # within one batch do (a random model's samples rarely coincide)
+    model, sents, kw = tiny_model(), ["w1 w2 w3"] * 32, dict(n=2, batch_size=16, max_len_a=0, max_len_b=8)
+    out = run(model, sents, "sample", seed=3, **kw)
+    across = sum(out[i] == out[i + 16] for i in range(16))
+    within = sum(out[i] == out[i + 1] for i in range(15))
+    assert across < 16 and across <= within + 2
+    assert out == run(model, sents, "sample", seed=3, **kw)      # the whole call is reproducible
+    assert out != run(model, sents, "sample", seed=4, **kw)
+    # the first batch is what a single generate call with the same seed gives
+    src = nbs.data.pad_batch([VOCAB.encode(s) for s in sents[:16]])
+    first = generate(model, src, "sample", n=2, seed=3, max_len_a=0, max_len_b=8)
+    assert out[:16] == [[VOCAB.decode(h) for h in hs] for hs in first]
+
+
+def test_z_is_cut_per_batch_and_an_int_means_every_sentence():
+    model = tiny_model(k=3)
+    sents = [f"w{i % 8} w{(i // 8) % 8} w{(i * 3) % 8}" for i in range(70)]   # 70 > one batch of 64
+    z = torch.arange(70) % 3
+    together = run(model, sents, z=z, max_len_b=4)     # rejected before the fix (all 70 z per batch)
+    for i in (0, 63, 64, 65, 69):
+        assert together[i] == run(model, [sents[i]], z=int(z[i]), max_len_b=4)[0]
+    assert run(model, sents[:5], z=2) == run(model, sents[:5], z=torch.full((5,), 2))
+    assert run(model, sents[:5], "beam", n=2, beam=2, z=1) == run(model, sents[:5], "beam", n=2, beam=2,
+                                                                    z=torch.ones(5, dtype=torch.long))
+
+
+def test_a_bare_string_is_rejected():
+    with pytest.raises(TypeError, match=r"bare string.*\[sentence\]"):
+        run(tiny_model(), "w1 w2")
+    with pytest.raises(TypeError, match="sentence 1 must be a string"):
+        run(tiny_model(), ["w1", 3])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(method="sample", temperature=0), "temperature must be a finite number > 0"),
+    (dict(method="sample", temperature=-1.0), "temperature must be a finite number > 0"),
+    (dict(method="sample", temperature=math.nan), "temperature must be a finite number > 0"),
+    (dict(method="topk", top_k=0), "top_k must be an integer >= 1"),
+    (dict(method="sample", n=0), "n must be an integer >= 1"),
+    (dict(method="sample", n=2.0), "n must be an integer >= 1"),
+    (dict(method="beam", beam=0), "beam must be an integer >= 1"),
+    (dict(method="diverse_beam", n=2, groups=0), "groups must be an integer >= 1"),
+    (dict(method="diverse_beam", n=2, diversity=-0.5), "diversity must be a finite number >= 0"),
+    (dict(max_len_b=0), "max_len_b must be an integer >= 1"),
+    (dict(max_len_a=-1), "max_len_a must be a finite number >= 0"),
+    (dict(batch_size=0), "batch_size must be an integer >= 1"),
+    (dict(seed=-1), "seed must be an integer >= 0"),
+    (dict(method="greedy", n=3), "greedy decoding gives one hypothesis"),
+    (dict(z="0"), "z must be None, an int"),
+])
+def test_bad_decoding_arguments_name_the_valid_range(kwargs, message):
+    kwargs = {"method": "greedy", **kwargs}
+    with pytest.raises((ValueError, TypeError), match=message):
+        run(tiny_model(), ["w1 w2", "w3"], kwargs.pop("method"), **kwargs)
+
+
+def test_bad_latent_arguments():
+    model = tiny_model(k=3)
+    with pytest.raises(ValueError, match=r"one entry per sentence \(2\), got shape \(3,\)"):
+        run(model, ["w1 w2", "w3"], z=torch.tensor([0, 1, 2]))
+    with pytest.raises(ValueError, match="out of range"):
+        run(model, ["w1 w2", "w3"], z=3)
+    with pytest.raises(ValueError, match="do not pass z"):
+        run(model, ["w1 w2", "w3"], "latent_greedy", z=0)
+    with pytest.raises(ValueError, match="n is K=3, got n=2"):
+        run(model, ["w1 w2", "w3"], "latent_greedy", n=2)
+    assert run(model, ["w1 w2"], "latent_greedy", n=3) == run(model, ["w1 w2"], "latent_greedy")
