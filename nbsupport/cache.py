@@ -55,8 +55,9 @@ def cached_file(name: str, key, build: Callable[[Path], None], load: Callable[[P
         try:
             return load(path)
         except Exception as err:  # a corrupt entry is rebuilt, not trusted
+            # not unlinked: the atomic rename below replaces it, and an unlink could remove the
+            # complete entry another process has just renamed into place
             print(f"cache: rebuilding {path} ({type(err).__name__}: {err})")
-            path.unlink(missing_ok=True)   # another process rebuilding it may have removed it first
     with atomic_path(path) as tmp:
         build(tmp)
     return load(path)

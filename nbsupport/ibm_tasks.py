@@ -21,7 +21,7 @@ from .data import bible
 from .data.synthetic import Corpus, Split, ToyConfig, detokenize, toy
 from .data.vocab import WordVocab
 from .pipeline import Task
-from .profiles import Profile
+from .profiles import Profile, profile
 from .train import Encoded
 
 TOKENIZE = WordVocab.tokenize       # word level, punctuation split off (the toy's own tokens)
@@ -63,9 +63,10 @@ def sample_corpus(sampler: ibm.Sampler, sources: dict[str, list[str]], gamma: fl
                        build, load, suffix=".json")
 
 
-def toy_base(cfg: Profile, seed: int = 0):
+def toy_base(cfg: Profile | str, seed: int = 0):
     """The toy corpus the IBM model is trained on (one style, low ambiguity: its optional
     phrases give IBM-3 NULL words and fertilities to learn) and the trained model."""
+    cfg = profile(cfg)              # a profile name is accepted too
     tc = ToyConfig(n_styles=1, ambiguity="low", n_train=cfg.ibm["toy_train"], n_dev=cfg.toy_test,
                    n_test=cfg.toy_test, seed=seed)
     corpus = toy(tc)
@@ -74,9 +75,10 @@ def toy_base(cfg: Profile, seed: int = 0):
     return corpus, fit(pairs, cfg.ibm["iterations"], "ibm3-toy", key), key
 
 
-def bible_base(cfg: Profile, src: str = "e", tgt: str = "4"):
+def bible_base(cfg: Profile | str, src: str = "e", tgt: str = "4"):
     """German (Elberfelder) -> English (WEB) verses, word level, IBM-3 trained on the
     training books (verses of at most BIBLE_MAX_WORDS words)."""
+    cfg = profile(cfg)              # a profile name is accepted too
     corpus = bible.corpus(sources=(src,), targets=(tgt,), test_limit=cfg.bible_test, train_limit=cfg.bible_train)
     pairs = [(TOKENIZE(s.lower()), TOKENIZE(r[0].lower())) for s, r in zip(corpus.train.src, corpus.train.refs)]
     pairs = [p for p in pairs if 0 < len(p[0]) <= BIBLE_MAX_WORDS and 0 < len(p[1]) <= BIBLE_MAX_WORDS]
@@ -84,9 +86,10 @@ def bible_base(cfg: Profile, src: str = "e", tgt: str = "4"):
     return corpus, fit(pairs, cfg.ibm["iterations"], "ibm3-bible", key), key
 
 
-def synthetic_task(cfg: Profile, base, gamma: float, seed: int = 0) -> Task:
+def synthetic_task(cfg: Profile | str, base, gamma: float, seed: int = 0) -> Task:
     """A :class:`~nbsupport.pipeline.Task` on the synthetic pair at temperature ``gamma``
     (the first ``cfg.ibm["nmt_train"]`` training sources)."""
+    cfg = profile(cfg)              # a profile name is accepted too
     corpus, model, key = base
     lower = key["dataset"] == "bible"
     prep = (lambda s: s.lower()) if lower else (lambda s: s)

@@ -11,12 +11,13 @@ from .data.batching import pad_batch
 from .metrics import diversity_report
 from .models.mixture import MixtureConfig, MixtureModel
 from .pipeline import Task, toy_task, train_model
-from .profiles import Profile
+from .profiles import Profile, profile
 
 
-def task(cfg: Profile, seed: int = 0, strength: str = "strong") -> Task:
+def task(cfg: Profile | str, seed: int = 0, strength: str = "strong") -> Task:
     """The toy with the profile's mixture settings: S styles, low ambiguity (so that quality
     is not saturated), a smaller training set than the other lessons (many short runs)."""
+    cfg = profile(cfg)              # a profile name is accepted too
     mx = cfg.mixture
     t = toy_task(cfg, seed, n_styles=mx["styles"], style_strength=strength, ambiguity="low", n_train=mx["toy_train"])
     t.model_sizes = {**t.model_sizes, **mx.get("model", {})}

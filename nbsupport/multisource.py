@@ -20,7 +20,7 @@ from .data.vocab import BOS, WordVocab, train_sentencepiece
 from .decode import MAX_LEN_A, MAX_LEN_B, beam_search, greedy_or_sample, max_lengths
 from .metrics import corpus_bleu
 from .models.lstm import LSTMConfig, LSTMStepper, MultiSourceLSTM
-from .profiles import Profile
+from .profiles import Profile, profile
 from .train import Encoded, TrainConfig, evaluate_loss, train_or_load
 
 # name -> (source roles, combiner, attention): Figure 4's rows, plus the two-versions control.
@@ -72,8 +72,9 @@ class MultiSourceData:
         return Encoded.multi_source(only_target, langs, [self.vocabs[l] for l in langs], self.tgt_vocab)
 
 
-def toy_data(cfg: Profile, seed: int = 0) -> MultiSourceData:
+def toy_data(cfg: Profile | str, seed: int = 0) -> MultiSourceData:
     """The trilingual toy: two source languages with complementary merged nouns."""
+    cfg = profile(cfg)              # a profile name is accepted too
     ms = cfg.multi_source
     tc = ToyConfig(n_styles=1, n_train=ms["toy_train"], n_dev=cfg.toy_test, n_test=cfg.toy_test, seed=seed)
     corpus = toy_trilingual(tc)
@@ -83,9 +84,10 @@ def toy_data(cfg: Profile, seed: int = 0) -> MultiSourceData:
     return MultiSourceData("toy", corpus, vocabs, tgt, 0, key, ms["toy_model"], ms["toy_training"])
 
 
-def bible_data(cfg: Profile) -> MultiSourceData:
+def bible_data(cfg: Profile | str) -> MultiSourceData:
     """The Bible: French (Segond, Ostervald) and German (Elberfelder) sources, English
     targets; one version (WEB) is the training target, all four are test references."""
+    cfg = profile(cfg)              # a profile name is accepted too
     ms = cfg.multi_source
     codes = tuple(ROLES["bible"].values())
     corpus = bible.corpus(sources=codes, targets=bible.ENGLISH_REFERENCES, test_limit=cfg.bible_test,

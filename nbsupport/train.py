@@ -406,8 +406,9 @@ def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfi
             print(f"loaded cached model {path.name} (trained in {state['history'].train_seconds:.0f} s)")
             return model.to(device).eval(), state["history"]
         except Exception as err:  # corrupt: rebuild
+            # not unlinked: the atomic rename below replaces it (an unlink could remove the
+            # complete model another process has just renamed into place)
             print(f"cache: retraining {path} ({type(err).__name__}: {err})")
-            path.unlink(missing_ok=True)   # another process retraining it may have removed it first
     seed_everything(train_cfg.seed)
     model = build()                      # same initial weights for the same seed
     partial = path.with_suffix(".partial.pt")

@@ -257,6 +257,24 @@ def test_profile_name_is_accepted_where_a_profile_is_expected():
     assert nbs.profile(nbs.profile("lab")) is nbs.profile("lab")
     with pytest.raises(TypeError, match="ci, lab, full"):
         nbs.profile(600)
+    assert nbs.mixture_runs.task("ci").key == nbs.mixture_runs.task(nbs.profile("ci")).key
+    assert nbs.multisource.toy_data("ci").key == nbs.multisource.toy_data(nbs.profile("ci")).key
+
+
+def test_every_function_taking_a_profile_accepts_its_name():
+    """Each package function whose ``cfg`` is annotated ``Profile`` starts by passing it through
+    ``profile()``, so a name works wherever a Profile does (read from the source with ast)."""
+    import ast
+    from pathlib import Path
+    missing = []
+    for path in Path(nbs.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.args.args and node.args.args[0].arg == "cfg" \
+                    and "Profile" in ast.unparse(node.args.args[0].annotation or ast.Constant(None)):
+                body = [n for n in node.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+                if not body or ast.unparse(body[0]) != "cfg = profile(cfg)":
+                    missing.append(f"{path.name}:{node.name}")
+    assert not missing, f"functions that fail on a profile name: {missing}"
 
 
 # --------------------------------------------------------------------------- notebook parameters

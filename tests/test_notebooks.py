@@ -40,7 +40,7 @@ def test_conventions(path):
 # ---- issue 14: self-checks are asserts, "What we saw" quotes no run numbers, claims are computed
 CHECK_CALLS = {"allclose", "equal", "isclose", "array_equal", "all", "any"}
 COMPARING_TEXT = re.compile(r"\binline\b|=\s*package|package\s*:|same \w+ as nbs\.|equals? nbs\.", re.I)
-RUN_NUMBER = re.compile(r"\d+\.\d+|\d+(?:\.\d+)?\s*%|\b\d+\s*[-–]\s*\d+\b|\b\d+(?:\.\d+)?x\b")
+RUN_NUMBER = re.compile(r"\d+\.\d+|\d+(?:\.\d+)?\s*%|\b\d+\s*(?:[-–]|to)\s*\d+\b|\b\d+(?:\.\d+)?x\b")
 # not run numbers: inline math, a setting "= 0.5", a section or equation number
 SETTING = re.compile(r"\$[^$]*\$|=\s*-?\d+(?:\.\d+)?|\b(?:section|sections|eqs?\.|§)\s*\d+(?:\.\d+)*(?:\s*[-–]\s*\d+(?:\.\d+)*)?", re.I)
 CITES_PAPER = re.compile(r"paper|Table|Fig\.|et al\.")
