@@ -11,11 +11,16 @@ __version__ = "0.1.0"
 
 import torch  # noqa: E402  (re-exported: notebooks show key algorithms inline with nbs.torch)
 
-from . import analysis, beam_curse, data, decode, ibm, ibm_tasks, losses, metrics, mixture_runs, models, multisource, pipeline, plots, scenarios, search, tables, train, widgets  # noqa: E402
+# the engine: data, models (one family per module, the protocol and the registry), training, decoding,
+# search, losses, metrics (kernels are imported where used)
+from . import data, decode, ibm, losses, metrics, models, pipeline, registry, search, train  # noqa: E402
+# the lesson helpers each notebook uses, and the presentation layer, at nbs.<name> as before
+from .lessons import analysis, beam_curse, ibm_tasks, mixture_runs, multisource, scenarios  # noqa: E402
+from .views import plots, tables, widgets  # noqa: E402
 from .profiles import PROFILE_NAMES, Profile, profile  # noqa: E402
 from .results import load_results, save_results  # noqa: E402
 from .runtime import choose_device, num_threads, seed_everything, setup  # noqa: E402
 
 __all__ = ["PROFILE_NAMES", "Profile", "analysis", "beam_curse", "choose_device", "data", "decode", "ibm", "ibm_tasks", "load_results", "losses", "metrics", "mixture_runs", "models", "multisource",
-           "num_threads", "pipeline", "plots", "profile", "save_results", "scenarios", "search", "seed_everything", "setup", "tables", "torch", "train",
+           "num_threads", "pipeline", "plots", "profile", "registry", "save_results", "scenarios", "search", "seed_everything", "setup", "tables", "torch", "train",
            "widgets"]

@@ -61,3 +61,10 @@ def cached_file(name: str, key, build: Callable[[Path], None], load: Callable[[P
     with atomic_path(path) as tmp:
         build(tmp)
     return load(path)
+
+
+def non_default(config) -> dict:
+    """The settings of a dataclass that differ from their defaults: the cache key, so that a
+    new option added with a default does not invalidate every cached model."""
+    from dataclasses import fields
+    return {f.name: getattr(config, f.name) for f in fields(config) if getattr(config, f.name) != f.default}

@@ -2,10 +2,12 @@
 K-latent parallel greedy.
 
 Every algorithm drives a *stepper*: ``stepper(prefix)`` takes the (N, t) token prefixes
-(BOS first) and returns (N, V) log scores of the next token; ``stepper.reorder(index)``
-keeps rows ``index`` of its state (beam search re-ranks hypotheses). :class:`ModelStepper`
-wraps a model with a key/value cache, so a step costs one position; :class:`TableStepper`
-wraps any function of the prefix (the tests use hand-made score tables).
+(BOS first) and returns (N, V) log scores of the next token; ``stepper.expand(n)`` repeats
+every source n times; ``stepper.reorder(index)`` keeps rows ``index`` of its state (beam
+search re-ranks hypotheses). Every model family gives one with ``model.stepper(src, z)``
+(:mod:`nbsupport.models.protocol`: the Transformer's keeps a key/value cache, the LSTM's its
+recurrent state, so a step costs one position); :class:`TableStepper` wraps any function of
+the prefix (the tests use hand-made score tables). Nothing here knows a model family.
 Scores are the model's ``log_scores``: log-softmax for softmax models (and, later,
 log-sigmoid for SCONES models: the same search code decodes both).
 """
@@ -26,47 +28,6 @@ MAX_LEN_A, MAX_LEN_B = 1.5, 10   # default output length limit: a * source lengt
 
 
 # --------------------------------------------------------------------------- steppers
-class ModelStepper:
-    """Next-token log scores of a model for a batch of sources, with a KV cache."""
-
-    def __init__(self, model, src: torch.Tensor, z: torch.Tensor | None = None, use_cache: bool = True):
-        self.model, self.use_cache = model, use_cache
-        self.memory, self.mask = model.encode(src)
-        self.device = src.device
-        self.z = z
-        model.check_latent(z, src.shape[0])
-        self.cache = model.new_cache() if use_cache else None
-
-    def expand(self, n: int) -> "ModelStepper":
-        """Repeat every source n times (row i becomes rows i*n .. i*n+n-1)."""
-        self.memory = self.memory.repeat_interleave(n, 0)
-        self.mask = self.mask.repeat_interleave(n, 0)
-        if self.z is not None:
-            self.z = self.z.repeat_interleave(n, 0)
-        return self
-
-    def __call__(self, prefix: torch.Tensor) -> torch.Tensor:
-        if self.use_cache:
-            t = prefix.shape[1] - 1
-            logits = self.model.decode(prefix[:, -1:], self.memory, self.mask, self.z, self.cache, start=t)
-        else:
-            logits = self.model.decode(prefix, self.memory, self.mask, self.z)
-        return self.model.log_scores(logits[:, -1])
-
-    def reorder(self, index: torch.Tensor) -> None:
-        self.memory, self.mask = self.memory[index], self.mask[index]
-        if self.z is not None:
-            self.z = self.z[index]
-        if self.cache is not None:
-            for layer in self.cache:
-                for key in ("k", "v"):
-                    if key in layer:
-                        layer[key] = layer[key][index]
-                if "cross" in layer:
-                    k, v = layer["cross"]
-                    layer["cross"] = (k[index], v[index])
-
-
 class TableStepper:
     """Log scores from any function of the prefix: ``fn(prefix_list) -> list of V log scores``."""
 
@@ -294,9 +255,10 @@ def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam:
         raise ValueError(f"unknown decoding method {method!r}; valid methods: {', '.join(METHODS)}")
     check_decoding_args(n, beam, temperature, top_k, groups, diversity, max_len_a, max_len_b, seed)
     model.eval()
-    batch = src.shape[0]
-    z = _as_latent(z, batch, src.device)
-    limits = max_lengths(src, max_len_a, max_len_b, model.config.max_len)
+    first = src if torch.is_tensor(src) else src[0]      # a multi-source model takes a tuple of sources
+    batch = first.shape[0]
+    z = _as_latent(z, batch, first.device)
+    limits = max_lengths(first, max_len_a, max_len_b, model.config.max_len)
     k = model.config.n_latent
     if method == "latent_greedy":
         if k < 2:
@@ -305,8 +267,8 @@ def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam:
             raise ValueError("latent_greedy decodes every latent value 0..K-1: do not pass z")
         if n not in (1, k):
             raise ValueError(f"latent_greedy returns one hypothesis per latent value: n is K={k}, got n={n}")
-        zs = torch.arange(k, device=src.device).repeat(batch)    # row i*K + z
-        stepper = ModelStepper(model, src.repeat_interleave(k, 0), zs, use_cache)
+        zs = torch.arange(k, device=first.device).repeat(batch)    # row i*K + z
+        stepper = model.stepper(src.repeat_interleave(k, 0), zs, use_cache)
         hyps = greedy_or_sample(stepper, batch * k, [m for m in limits for _ in range(k)])
         return [[h.tokens for h in hyps[i * k:(i + 1) * k]] for i in range(batch)]
     if z is None and k > 1:
@@ -316,7 +278,7 @@ def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam:
                          "use beam, sample, topk or diverse_beam for n > 1")
     if method in ("greedy", "sample", "topk"):
         reps = 1 if method == "greedy" else n
-        stepper = ModelStepper(model, src, z, use_cache).expand(reps)
+        stepper = model.stepper(src, z, use_cache).expand(reps)
         gen = generator if generator is not None else torch.Generator().manual_seed(seed)
         hyps = greedy_or_sample(stepper, batch * reps, [m for m in limits for _ in range(reps)],
                                 temperature=temperature, top_k=top_k if method == "topk" else None,
@@ -325,14 +287,28 @@ def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam:
     if method == "beam":
         if n > beam:
             raise ValueError(f"n ({n}) cannot exceed the beam ({beam})")
-        res = beam_search(ModelStepper(model, src, z, use_cache), batch, beam, limits, n, length_norm)
+        res = beam_search(model.stepper(src, z, use_cache), batch, beam, limits, n, length_norm)
     else:  # diverse beam
         groups = groups or n
         width = max(beam, n)
         width += (-width) % groups
-        res = beam_search(ModelStepper(model, src, z, use_cache), batch, width, limits, n, length_norm,
+        res = beam_search(model.stepper(src, z, use_cache), batch, width, limits, n, length_norm,
                           groups=groups, diversity=diversity)
     return [[h.tokens for h in hs] for hs in res]
+
+
+def check_sentences(sentences: Sequence[str]) -> list[str]:
+    """``sentences`` as a list, or a TypeError/ValueError naming the first bad one (a bare
+    string, a non-string, an empty or whitespace-only sentence)."""
+    if isinstance(sentences, str):
+        raise TypeError("sentences must be a list of strings, got a bare string; wrap it in a list: [sentence]")
+    sentences = list(sentences)
+    for i, s in enumerate(sentences):
+        if not isinstance(s, str):
+            raise TypeError(f"source sentence {i} must be a string, got {type(s).__name__}")
+        if not s.strip():
+            raise ValueError(f"source sentence {i} is empty: nothing to translate")
+    return sentences
 
 
 def translate(model, src_vocab, tgt_vocab, sentences: Sequence[str], method: str = "greedy",
@@ -345,14 +321,7 @@ def translate(model, src_vocab, tgt_vocab, sentences: Sequence[str], method: str
     int (the same latent for every sentence) or one entry per sentence, cut per batch.
     Sampling uses one generator seeded once with ``seed``, whose stream runs on across the
     batches: the whole call is reproducible, and no two sentences share random draws."""
-    if isinstance(sentences, str):
-        raise TypeError("sentences must be a list of strings, got a bare string; wrap it in a list: [sentence]")
-    sentences = list(sentences)
-    for i, s in enumerate(sentences):
-        if not isinstance(s, str):
-            raise TypeError(f"source sentence {i} must be a string, got {type(s).__name__}")
-        if not s.strip():
-            raise ValueError(f"source sentence {i} is empty: nothing to translate")
+    sentences = check_sentences(sentences)
     _check_int("batch_size", batch_size, 1)
     _check_int("seed", seed, 0)
     if isinstance(z, torch.Tensor) and (z.dim() == 0 or z.shape[0] != len(sentences)):

@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .data.vocab import PAD
+
 REDUCTIONS = ("mean", "sum", "none")
 
 
@@ -57,3 +59,25 @@ def cross_entropy_loss(logits: torch.Tensor, targets: torch.Tensor, *, pad_id: i
     per_token = F.cross_entropy(logits.float().transpose(1, -1) if logits.dim() == 3 else logits.float(),
                                 targets.clamp(min=0), reduction="none", label_smoothing=label_smoothing)
     return _reduce(per_token, (targets != pad_id).to(per_token.dtype), reduction)
+
+
+def model_objective(model, logits, tgt_out, label_smoothing: float = 0.0, alpha: float = 1.0,
+                    reduction: str = "mean") -> torch.Tensor:
+    """A Transformer's training loss: cross-entropy for softmax models, SCONES for SCONES models."""
+    if model.config.output == "scones":
+        return scones_loss(logits, tgt_out, pad_id=PAD, alpha=alpha, label_smoothing=label_smoothing,
+                           reduction=reduction)
+    return cross_entropy_loss(logits, tgt_out, pad_id=PAD, label_smoothing=label_smoothing, reduction=reduction)
+
+
+def token_loss(model, src, tgt_in, tgt_out, z, cfg) -> torch.Tensor:
+    """Mean token loss of a Transformer's train-mode forward (``cfg``: the TrainConfig; with
+    ``chunked_loss`` the output projection and the loss run chunk by chunk)."""
+    if cfg.chunked_loss:
+        from .kernels import chunked_linear_loss   # imported lazily: an optional fast path
+        model.check_latent(z, src.shape[0])
+        memory, mask = model.encode(src)
+        hidden = model.decode_hidden(tgt_in, memory, mask, z)
+        return chunked_linear_loss(hidden, model.output_weight, tgt_out, pad_id=PAD, loss=model.config.output,
+                                   alpha=cfg.scones_alpha, label_smoothing=cfg.label_smoothing)
+    return model_objective(model, model(src, tgt_in, z), tgt_out, cfg.label_smoothing, cfg.scones_alpha)

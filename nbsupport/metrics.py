@@ -216,7 +216,7 @@ def ref_coverage(hyps: Sets, refs: Sets, seed: int = 0) -> float:
 
 def per_latent_bleu(hyps: Sets, refs: Sets) -> list[float]:
     """K corpus BLEUs: hypothesis k of every source against all M references. (Shen et al.'s
-    Table 7 scores against one reference: :func:`nbsupport.analysis.per_latent_bleu_one_ref`.)"""
+    Table 7 scores against one reference: :func:`nbsupport.lessons.analysis.per_latent_bleu_one_ref`.)"""
     k, _ = _check_pair(hyps, refs)
     return [corpus_bleu([hs[i] for hs in hyps], refs) for i in range(k)]
 

@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass
 from .data import bible
 from .data.synthetic import Corpus, ToyConfig, toy, toy_config, toy_trilingual
 from .data.vocab import WordVocab, train_sentencepiece
-from .models.target_encoder import ConditioningConfig
 from .models.transformer import TransformerConfig
 from .profiles import Profile, profile
 from .runtime import check_seed
@@ -70,15 +69,14 @@ def bible_task(cfg: Profile | str, src: str = "e", targets=bible.ENGLISH_REFEREN
 
 
 def train_model(task: Task, name: str, device, n_latent: int = 1, seed: int = 0, progress: bool = True,
-                model_overrides: dict | None = None, training_overrides: dict | None = None,
-                conditioning: ConditioningConfig | None = None, mixture=None, vnmt=None):
-    """A cached model for ``task`` (sizes and training from the profile, overrides on top);
-    with ``conditioning``, a target-conditioned model with K = n_latent domains; with
-    ``mixture`` (a :class:`~nbsupport.models.mixture.MixtureConfig`), a K-expert mixture; with
-    ``vnmt`` (a :class:`~nbsupport.models.vnmt.VNMTConfig`), variational NMT with dz = n_latent."""
+                model_overrides: dict | None = None, training_overrides: dict | None = None, options=None):
+    """A cached Transformer-based model for ``task`` (sizes and training from the profile,
+    overrides on top): without ``options`` the baseline (K = 1) or Hard-MoE (K = n_latent);
+    with ``options``, the family they configure (:mod:`nbsupport.registry`): a
+    ``ConditioningConfig`` gives a target-conditioned model with K = n_latent domains, a
+    ``MixtureConfig`` a K-expert mixture, a ``VNMTConfig`` variational NMT with dz = n_latent."""
     mc, tc = model_and_training_config(task, n_latent, seed, model_overrides, training_overrides)
-    return train_or_load(f"{task.name}-{name}", mc, tc, task.key, task.train, task.valid, device, progress,
-                         conditioning, mixture, vnmt)
+    return train_or_load(f"{task.name}-{name}", mc, tc, task.key, task.train, task.valid, device, progress, options)
 
 
 def model_and_training_config(task: Task, n_latent: int = 1, seed: int = 0, model_overrides: dict | None = None,

@@ -108,14 +108,10 @@ _SOURCE_PARTS = ("encoder", "encoders", "enc_ln", "combiners")
 def forward_flops_per_token(model: nn.Module) -> tuple[float, float]:
     """(per source token, per target token) forward FLOPs: 2 x the matrix parameters each
     token passes through (embedding look-ups are free; a tied output projection is counted).
-    For a mixture, one expert's; a target encoder counts per target token. Attention scores
-    (4 x length x d_model per layer and token, about 3% at Bible lengths) are left out."""
-    from .models.mixture import MixtureModel
-    from .models.vnmt import VariationalNMT
-    if isinstance(model, MixtureModel):
-        model = model.experts[0]
-    elif isinstance(model, VariationalNMT):
-        model = model.model
+    Of the model's ``cost().core`` (a mixture: one expert); a target encoder counts per target
+    token. Attention scores (4 x length x d_model per layer and token, about 3% at Bible
+    lengths) are left out."""
+    model = model.cost().core
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     src = tgt = 0
     for name, p in model.named_parameters():
@@ -139,20 +135,17 @@ def _tokens(data) -> tuple[int, int]:
 
 def training_record(name: str, model: nn.Module, cfg, train_data, valid_data) -> dict:
     """What the projection needs of one trained model: measured tokens per epoch, FLOPs per
-    token, the passes each step makes (Hard-MoE: K decoder passes in the E-step; a soft
-    mixture: all K experts forward and backward)."""
-    from .models.mixture import MixtureModel
+    token, the passes each step makes (``model.cost()``: Hard-MoE K decoder passes in the E-step;
+    a soft mixture all K experts forward and backward)."""
+    cost = model.cost()
     fs, ft = forward_flops_per_token(model)
     k = getattr(model.config, "n_latent", 1)
     src, tgt = _tokens(train_data)
     vsrc, vtgt = _tokens(valid_data)
-    train_fwd = 3.0 * (fs * src + ft * tgt)                            # forward + backward
-    if isinstance(model, MixtureModel) and model.mixture.em == "soft":
-        train_fwd = 3.0 * (fs * src + k * ft * tgt)
-    elif k > 1 and type(model).__name__ in ("Transformer", "MixtureModel"):
-        train_fwd += fs * src + k * ft * tgt                           # the E-step
-    latent = k > 1 and type(model).__name__ in ("Transformer", "MixtureModel")   # validation scores every z
-    valid = fs * vsrc + (k if latent else 1) * ft * vtgt
+    train_fwd = 3.0 * (fs * src + cost.train_target_passes * ft * tgt)          # forward + backward
+    if cost.extra_target_forwards:
+        train_fwd += fs * src + cost.extra_target_forwards * ft * tgt         # the E-step
+    valid = fs * vsrc + cost.valid_target_passes * ft * vtgt
     return {"name": name, "kind": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
             "flops_per_src_token": fs, "flops_per_tgt_token": ft, "n_latent": k, "epochs": cfg.epochs,
             "src_tokens_per_epoch": src, "tgt_tokens_per_epoch": tgt, "valid_tgt_tokens": vtgt,
@@ -285,7 +278,7 @@ def read_ledger(path: Path) -> tuple[list[dict], float, list[dict]]:
 
 
 def projection_table(rows: dict[str, dict]) -> str:
-    from .tables import table
+    from .views.tables import table
     return table([[nb, r.get("wall_s", float("nan")), r["models"], r["train_tgt_tokens"] / 1e6, r["train_flops"] / 1e15,
                    r["decode_flops"] / 1e15, r["train_min"], r["decode_min"], r["host_min"], r["total_min"],
                    "yes" if r["within_budget"] else "NO"] for nb, r in rows.items()],

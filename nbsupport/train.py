@@ -1,6 +1,10 @@
 """Training: token-count batches, Adam with inverse-square-root warm-up, label smoothing,
-gradient clipping, bf16 autocast on GPU, validation each epoch, best checkpoint kept;
-the hard-EM step of Hard-MoE (seed 000 Algorithm 1); and the model cache.
+gradient clipping, bf16 autocast on GPU, validation each epoch, best checkpoint kept; and
+the model cache. The loop knows no model family: each step asks the model for its loss
+(``model.training_loss``: Hard-MoE's hard-EM step lives in :mod:`nbsupport.models.hard_em`,
+the mixtures' EM in :mod:`nbsupport.models.mixture`, ...), validation for its per-sentence NLL,
+and the cache builds models through :mod:`nbsupport.registry` (see
+:mod:`nbsupport.models.protocol`).
 
 The model cache keys a trained model on everything that affects its weights (model and
 training configuration, the data's description, the seed, the package version): a
@@ -17,22 +21,19 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import torch
 from tqdm.auto import tqdm
 
-from .cache import atomic_path, key_hash
+from . import registry
+from .cache import atomic_path, key_hash, non_default
 from .data.batching import pad_batch, token_batches
 from .data.vocab import PAD
-from .losses import cross_entropy_loss, scones_loss
-from .models.lstm import LSTMConfig, MultiSourceLSTM
-from .models.mixture import MixtureConfig, MixtureModel
-from .models.vnmt import VariationalNMT, VNMTConfig
-from .models.target_encoder import ConditioningConfig, TargetConditionedTransformer
-from .models.transformer import Transformer, TransformerConfig, shift_right
+from .models.protocol import Batch
+from .models.transformer import shift_right
 from .paths import build_dir
 from .runtime import seed_everything
 from . import smoke
@@ -107,7 +108,8 @@ class Encoded:
         return len(self.src)
 
     def batches(self, max_tokens: int, shuffle: bool, seed: int, device):
-        """Yield (src, tgt_in, tgt_out) tensors of token-count batches."""
+        """Yield :class:`~nbsupport.models.protocol.Batch` es (src, tgt_in, tgt_out, idx) of
+        token-count batches."""
         multi = bool(self.src) and isinstance(self.src[0], tuple)
         src_lens = [max(map(len, s)) if multi else len(s) for s in self.src]
         for idx in token_batches(src_lens, [len(t) for t in self.tgt], max_tokens, shuffle=shuffle, seed=seed):
@@ -116,7 +118,7 @@ class Encoded:
             else:
                 src = pad_batch([self.src[i] for i in idx]).to(device)
             tgt = pad_batch([self.tgt[i] for i in idx]).to(device)
-            yield src, shift_right(tgt), tgt, idx
+            yield Batch(src, shift_right(tgt), tgt, idx)
 
 
 @dataclass
@@ -133,113 +135,38 @@ def _autocast(device):
     return torch.autocast("cpu", enabled=False)
 
 
-# --------------------------------------------------------------------------- Hard-MoE
-def estep_nll(model: Transformer, src, tgt_in, tgt_out, e_step_mode: str = "eval",
-              chunk: int | None = None) -> torch.Tensor:
-    """The E-step's scores: -log p(y | z, x) of every sentence under every latent value, (B, K),
-    without gradients and in fp32 with autocast off, also inside a training step's bf16
-    autocast (at initialisation the experts differ by under a nat: bf16 rounding would decide
-    the argmin). The encoder runs once; the K latent values are scored in batched decoder
-    passes. In "eval" mode dropout is off (the paper's fix); in "train" mode dropout noise
-    enters the choice (the failure of seed 000 section 5.4)."""
-    was_training = model.training
-    model.train(e_step_mode == "train")
-    with torch.no_grad(), torch.autocast(tgt_in.device.type, enabled=False):
-        memory, mask = model.encode(src)
-        nll = model.latent_nll(memory, mask, tgt_in, tgt_out, chunk).float()  # (B, K)
-    model.train(was_training)
-    return nll
-
-
-def hard_em_assign(model: Transformer, src, tgt_in, tgt_out, e_step_mode: str = "eval",
-                   chunk: int | None = None) -> torch.Tensor:
-    """E-step of Hard-MoE (seed 000 Algorithm 1): the argmin over z of :func:`estep_nll`."""
-    return estep_nll(model, src, tgt_in, tgt_out, e_step_mode, chunk).argmin(dim=1)
-
-
-def objective(model: Transformer, logits, tgt_out, label_smoothing: float = 0.0, alpha: float = 1.0,
-              reduction: str = "mean") -> torch.Tensor:
-    """The model's training loss: cross-entropy for softmax models, SCONES for SCONES models."""
-    if model.config.output == "scones":
-        return scones_loss(logits, tgt_out, pad_id=PAD, alpha=alpha, label_smoothing=label_smoothing,
-                           reduction=reduction)
-    return cross_entropy_loss(logits, tgt_out, pad_id=PAD, label_smoothing=label_smoothing, reduction=reduction)
-
-
-def token_loss(model: Transformer, src, tgt_in, tgt_out, z, cfg: "TrainConfig") -> tuple[torch.Tensor, int]:
-    """Mean token loss of a train-mode forward; returns (loss, number of target tokens)."""
-    if cfg.chunked_loss:
-        from .kernels import chunked_linear_loss   # imported lazily: an optional fast path
-        model.check_latent(z, src.shape[0])
-        memory, mask = model.encode(src)
-        hidden = model.decode_hidden(tgt_in, memory, mask, z)
-        loss = chunked_linear_loss(hidden, model.output_weight, tgt_out, pad_id=PAD, loss=model.config.output,
-                                   alpha=cfg.scones_alpha, label_smoothing=cfg.label_smoothing)
-    else:
-        loss = objective(model, model(src, tgt_in, z), tgt_out, cfg.label_smoothing, cfg.scones_alpha)
-    return loss, int((tgt_out != PAD).sum())
-
-
+# --------------------------------------------------------------------------- one step
 @torch.no_grad()
-def evaluate_loss(model: Transformer, data: Encoded, max_tokens: int, device, alpha: float = 1.0) -> float:
-    """Validation loss per target token: the NLL (for a latent model, of the best z of each
-    sentence), or for a SCONES model the SCONES loss with its training alpha."""
+def evaluate_loss(model, data: Encoded, max_tokens: int, device, cfg: "TrainConfig | None" = None) -> float:
+    """Validation loss per target token: the model's per-sentence ``validation_nll`` (the NLL, a
+    latent model's best-z NLL, a mixture's marginal, variational NMT's bound, SCONES's loss
+    with its training alpha from ``cfg``) summed over ``data``, over its target tokens."""
+    cfg, device = cfg or TrainConfig(), torch.device(device)
     model.eval()
     total, tokens = 0.0, 0
-    for src, tgt_in, tgt_out, _ in data.batches(max_tokens, shuffle=False, seed=0, device=device):
+    for batch in data.batches(max_tokens, shuffle=False, seed=0, device=device):
         with _autocast(device):
-            if isinstance(model, (MixtureModel, VariationalNMT)):    # -log p(y|x), or its bound -ELBO
-                nll = model.marginal_nll if isinstance(model, MixtureModel) else model.negative_elbo
-                total += float(nll(src, tgt_in, tgt_out).sum())
-                tokens += int((tgt_out != PAD).sum())
-                continue
-            memory, mask = model.encode(src)
-            if isinstance(model, TargetConditionedTransformer):   # the target encoder's (hard) domain
-                z = model.domain_scores(src, tgt_out).argmax(dim=-1)
-                nll = model.sentence_nll(model.decode(tgt_in, memory, mask, z), tgt_out)
-            elif model.config.n_latent > 1:
-                nll = model.latent_nll(memory, mask, tgt_in, tgt_out).min(dim=1).values
-            elif model.config.output == "scones":
-                nll = objective(model, model.decode(tgt_in, memory, mask), tgt_out, alpha=alpha, reduction="sum")
-            else:
-                nll = model.sentence_nll(model.decode(tgt_in, memory, mask), tgt_out)
-        total += float(nll.sum())
-        tokens += int((tgt_out != PAD).sum())
+            total += float(model.validation_nll(batch, cfg).sum())
+        tokens += int((batch.tgt_out != PAD).sum())
     return total / max(tokens, 1)
 
 
-def training_step(model: Transformer, opt, sched, src, tgt_in, tgt_out, cfg: TrainConfig, done: float, idx=None):
+def training_step(model, opt, sched, batch: Batch, cfg: TrainConfig, progress: float):
     """One update; returns (loss, target tokens, the latent value chosen per sentence or None).
-
-    A plain model minimises its loss; a latent model does Algorithm 1 (E-step, then a
-    train-mode step with the chosen z); a mixture model (Shen et al.) its variant's EM step
-    (``idx``: the batch's example indices, for offline responsibilities); a target-conditioned
-    model lets its target encoder choose the domain (``done``, the fraction of training done,
-    sets the temperature)."""
+    The loss is the model's own (``model.training_loss``; ``progress``, the fraction of training
+    done, sets a schedule such as target conditioning's temperature or VNMT's KL weight)."""
     model.train()
-    z = None
-    with _autocast(tgt_in.device):
-        if isinstance(model, MixtureModel):
-            loss, z = model.mixture_loss(src, tgt_in, tgt_out, idx)
-            n_tok = int((tgt_out != PAD).sum())
-        elif isinstance(model, VariationalNMT):
-            loss, n_tok = model.vnmt_loss(src, tgt_in, tgt_out, done), int((tgt_out != PAD).sum())
-        elif isinstance(model, TargetConditionedTransformer):
-            loss, z, _ = model.conditioning_loss(src, tgt_in, tgt_out, done, cfg.label_smoothing)
-            n_tok = int((tgt_out != PAD).sum())
-        else:
-            if model.config.n_latent > 1:
-                z = hard_em_assign(model, src, tgt_in, tgt_out, cfg.e_step_mode, cfg.e_step_chunk)
-            loss, n_tok = token_loss(model, src, tgt_in, tgt_out, z, cfg)
+    with _autocast(batch.tgt_in.device):
+        loss, z = model.training_loss(batch, progress, cfg)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
     opt.step()
     sched.step()
-    return loss, n_tok, z
+    return loss, int((batch.tgt_out != PAD).sum()), z
 
 
-def make_optimizer(model: Transformer, cfg: TrainConfig):
+def make_optimizer(model, cfg: TrainConfig):
     """Adam (0.9, 0.98) with linear warm-up then inverse-square-root decay."""
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
     inv_sqrt = lambda step: min((step + 1) / cfg.warmup, math.sqrt(cfg.warmup / (step + 1)))
@@ -252,8 +179,8 @@ def step_seconds(models: dict, batches: list, cfg: TrainConfig, rounds: int = 1,
     on a shared machine hits them alike."""
     opts = {name: make_optimizer(m, cfg) for name, m in models.items()}
     for name, m in models.items():
-        for src, tgt_in, tgt_out, _ in batches[:warmup_steps]:
-            training_step(m, *opts[name], src, tgt_in, tgt_out, cfg, 0.0)
+        for batch in batches[:warmup_steps]:
+            training_step(m, *opts[name], batch, cfg, 0.0)
     cuda = batches[0][1].device.type == "cuda"
     seconds = {name: [] for name in models}
     for _ in range(rounds):
@@ -261,29 +188,26 @@ def step_seconds(models: dict, batches: list, cfg: TrainConfig, rounds: int = 1,
             if cuda:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            for src, tgt_in, tgt_out, _ in batches[warmup_steps:]:
-                training_step(m, *opts[name], src, tgt_in, tgt_out, cfg, 0.0)
+            for batch in batches[warmup_steps:]:
+                training_step(m, *opts[name], batch, cfg, 0.0)
             if cuda:
                 torch.cuda.synchronize()
             seconds[name].append(time.perf_counter() - t0)
     return seconds
 
 
-def training_speed(model: Transformer, batches: list, cfg: TrainConfig, warmup_steps: int = 2) -> float:
+def training_speed(model, batches: list, cfg: TrainConfig, warmup_steps: int = 2) -> float:
     """Target tokens per second of ``training_step`` over ``batches`` (after a few untimed steps)."""
     tokens = sum(int((tgt_out != PAD).sum()) for _, _, tgt_out, _ in batches[warmup_steps:])
     return tokens / step_seconds({"model": model}, batches, cfg, 1, warmup_steps)["model"][0]
 
 
 # --------------------------------------------------------------------------- the loop
-def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: TrainConfig, device,
+def train(model, train_data: Encoded, valid_data: Encoded, cfg: TrainConfig, device,
           checkpoint: Path | None = None, progress: bool = True) -> History:
-    """Train ``model`` in place; keep the weights of the best validation epoch.
-
-    With ``n_latent`` K > 1 every step is Algorithm 1: E-step (hard_em_assign), then a
-    train-mode forward/backward with the chosen z. ``checkpoint``: a file to resume from and
-    to save to after every epoch.
-    """
+    """Train ``model`` (any family of :mod:`nbsupport.models.protocol`) in place; keep the
+    weights of the best validation epoch. ``checkpoint``: a file to resume from and to save to
+    after every epoch."""
     device = torch.device(device)
     model.to(device)
     opt, sched = make_optimizer(model, cfg)
@@ -312,13 +236,13 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
         usage = torch.zeros(k, dtype=torch.long)
         n_labels = 1 + max(train_data.labels) if train_data.labels else 0
         confusion = torch.zeros(k, max(n_labels, 1), dtype=torch.long)   # latent x true label
-        if isinstance(model, MixtureModel) and model.mixture.schedule == "offline":
-            model.refresh(train_data, cfg.max_tokens, device)     # the offline E-step, once per epoch
+        model.before_epoch(train_data, cfg, device)     # e.g. a mixture's offline E-step
         batches = list(train_data.batches(cfg.max_tokens, shuffle=True, seed=cfg.seed * 1000 + epoch, device=device))
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress, leave=False)
-        for step_in_epoch, (src, tgt_in, tgt_out, idx) in enumerate(bar):
+        for step_in_epoch, batch in enumerate(bar):
             done = (epoch + step_in_epoch / len(batches)) / cfg.epochs     # fraction of training
-            loss, n_tok, z = training_step(model, opt, sched, src, tgt_in, tgt_out, cfg, done, idx)
+            loss, n_tok, z = training_step(model, opt, sched, batch, cfg, done)
+            idx = batch.idx
             if z is not None:
                 usage += torch.bincount(z.cpu(), minlength=k)
                 if n_labels:
@@ -330,7 +254,7 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
             if cap is not None and sched.last_epoch >= cap:
                 break
         seconds = time.time() - t0
-        valid = evaluate_loss(model, valid_data, cfg.max_tokens, device, cfg.scones_alpha)
+        valid = evaluate_loss(model, valid_data, cfg.max_tokens, device, cfg)
         history.train_seconds += seconds
         history.epochs.append({"epoch": epoch + 1, "train_loss": loss_sum / max(tokens, 1), "valid_nll": valid,
                                "seconds": seconds, "tokens_per_s": tokens / seconds,
@@ -357,46 +281,25 @@ def train(model: Transformer, train_data: Encoded, valid_data: Encoded, cfg: Tra
 
 
 # --------------------------------------------------------------------------- the cache
-def non_default(config) -> dict:
-    """The settings of a dataclass that differ from their defaults: the cache key, so that a
-    new option added with a default does not invalidate every cached model."""
-    return {f.name: getattr(config, f.name) for f in fields(config) if getattr(config, f.name) != f.default}
-
-
 def models_dir() -> Path:
     return build_dir() / "models"
 
 
-def train_or_load(name: str, model_cfg: TransformerConfig, train_cfg: TrainConfig, data_key: dict,
-                  train_data: Encoded, valid_data: Encoded, device, progress: bool = True,
-                  conditioning: ConditioningConfig | None = None, mixture: MixtureConfig | None = None,
-                  vnmt: VNMTConfig | None = None):
+def train_or_load(name: str, model_cfg, train_cfg: TrainConfig, data_key: dict, train_data: Encoded,
+                  valid_data: Encoded, device, progress: bool = True, options=None):
     """Return (model, history): loaded from the cache if this exact model was trained before,
     else trained (resuming an interrupted run) and cached.
 
-    ``data_key`` must describe the data completely (data set, its configuration and split,
-    vocabularies): it is part of the cache key, with both configurations and the package
-    version."""
+    The family is the one ``model_cfg`` and ``options`` select (:func:`nbsupport.registry.build`:
+    a ``TransformerConfig`` or ``LSTMConfig`` alone; with a ``MixtureConfig``, ``VNMTConfig`` or
+    ``ConditioningConfig`` as ``options``, that family). ``data_key`` must describe the data
+    completely (data set, its configuration and split, vocabularies): it is part of the cache
+    key, with both configurations, the options and the package version."""
     key = {"model": non_default(model_cfg), "train": non_default(train_cfg), "data": data_key}
-    if conditioning is not None:
-        # lam is on the paper's scale (summed NLL) since issue 14: models of the per-token lam retrain
-        key["conditioning"] = {"lam_scale": "paper", **non_default(conditioning)}
-    if mixture is not None:
-        key["mixture"] = mixture.name + "/" + mixture.dropout_in
-    if vnmt is not None:
-        key["vnmt"] = non_default(vnmt)
+    key.update(registry.cache_key(model_cfg, options))
     key.update(smoke.cache_tag())        # a step-capped (smoke) model never shares a real model's key
     path = models_dir() / f"{name}-{key_hash(key)}.pt"
-    if mixture:
-        build = lambda: MixtureModel(model_cfg, mixture)
-    elif vnmt:
-        build = lambda: VariationalNMT(model_cfg, vnmt)
-    elif conditioning:
-        build = lambda: TargetConditionedTransformer(model_cfg, conditioning)
-    elif isinstance(model_cfg, LSTMConfig):
-        build = lambda: MultiSourceLSTM(model_cfg)
-    else:
-        build = lambda: Transformer(model_cfg)
+    build = lambda: registry.build(model_cfg, options)
     model = build()
     smoke.record_training(name, model, train_cfg, train_data, valid_data)   # only while NBS_LEDGER is set
     if path.exists():

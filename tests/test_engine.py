@@ -9,7 +9,8 @@ import nbsupport as nbs
 from nbsupport.data.vocab import BOS, EOS
 from nbsupport.decode import TableStepper, beam_search, generate, greedy_or_sample
 from nbsupport.models import Transformer, TransformerConfig, shift_right
-from nbsupport.train import Encoded, TrainConfig, hard_em_assign, train_or_load
+from nbsupport.models.hard_em import hard_em_assign
+from nbsupport.train import Encoded, TrainConfig, train_or_load
 
 V = 7  # vocabulary of the hand-made tables: 0..3 specials, 4..6 words
 
@@ -234,7 +235,7 @@ def test_purity_and_word_preferences_by_hand():
 
 @pytest.mark.parametrize("output", ["softmax", "scones"])
 def test_chunked_loss_training_step_equals_the_plain_one(output):
-    from nbsupport.train import token_loss
+    from nbsupport.losses import token_loss
     src = random_src()
     tgt = torch.randint(4, V, (3, 5))
     tgt[:, -1] = EOS
@@ -244,7 +245,7 @@ def test_chunked_loss_training_step_equals_the_plain_one(output):
         model = Transformer(TransformerConfig(11, V + 5, d_model=32, n_heads=4, d_ff=64, enc_layers=1,
                                               dec_layers=1, dropout=0.0, n_latent=2, output=output))
         cfg = TrainConfig(chunked_loss=chunked, label_smoothing=0.1, scones_alpha=0.5)
-        loss, _ = token_loss(model, src, shift_right(tgt), tgt, torch.tensor([0, 1, 1]), cfg)
+        loss = token_loss(model, src, shift_right(tgt), tgt, torch.tensor([0, 1, 1]), cfg)
         loss.backward()
         grads.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
     assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-5)
@@ -252,6 +253,6 @@ def test_chunked_loss_training_step_equals_the_plain_one(output):
 
 
 def test_cache_key_lists_only_non_default_settings():
-    from nbsupport.train import non_default
+    from nbsupport.cache import non_default
     assert non_default(TrainConfig(epochs=3)) == {"epochs": 3}
     assert non_default(TransformerConfig(10, 12)) == {"src_vocab": 10, "tgt_vocab": 12}

@@ -223,7 +223,7 @@ def test_ref_coverage_without_duplicates_is_the_papers_random_tie_breaking():
 
 
 def test_scenario_sets_check_their_references():
-    from nbsupport.scenarios import scenario_sets
+    from nbsupport.lessons.scenarios import scenario_sets
     with pytest.raises(TypeError, match="bare strings"):
         scenario_sets(["a b", "c d", "e f"])
     with pytest.raises(ValueError, match="need at least one source"):

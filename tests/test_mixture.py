@@ -7,11 +7,13 @@ import torch
 from sacrebleu.metrics import BLEU
 
 import nbsupport.train as train_mod
-from nbsupport.analysis import (D1_RATIO, D2_PAIRWISE, degeneracy, estep_flips, is_d1, is_d2, per_latent_bleu_one_ref,
+from nbsupport.lessons.analysis import (D1_RATIO, D2_PAIRWISE, degeneracy, estep_flips, is_d1, is_d2, per_latent_bleu_one_ref,
                                 sample_sentences, seed_label)
-from nbsupport.mixture_runs import over_seeds
+from nbsupport.lessons.mixture_runs import over_seeds
 from nbsupport.models import Transformer, TransformerConfig, shift_right
 from nbsupport.models.mixture import MixtureConfig, MixtureModel, all_variants
+from nbsupport.models.hard_em import estep_nll
+from nbsupport.models.protocol import Batch
 from nbsupport.train import Encoded, TrainConfig, train, train_or_load
 
 
@@ -71,8 +73,8 @@ def test_hard_em_with_one_expert_is_plain_training():
     plain, mix = Transformer(cfg(1)), MixtureModel(cfg(1), MixtureConfig("hard", "uniform", "shared", "online", "M"))
     mix.experts[0].load_state_dict(plain.state_dict())
     src, tgt_in, tgt_out, _ = next(data.batches(60, shuffle=False, seed=0, device="cpu"))
-    from nbsupport.train import objective
-    g1 = torch.autograd.grad(objective(plain, plain(src, tgt_in), tgt_out), list(plain.parameters()))
+    from nbsupport.losses import model_objective
+    g1 = torch.autograd.grad(model_objective(plain, plain(src, tgt_in), tgt_out), list(plain.parameters()))
     g2 = torch.autograd.grad(mix.mixture_loss(src, tgt_in, tgt_out)[0], list(mix.experts[0].parameters()))
     assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(g1, g2))
 
@@ -83,7 +85,7 @@ def test_offline_responsibilities_are_refreshed_once_per_epoch():
     data = Encoded(src, [s[::-1][1:] + [2] for s in src])
     m, hist = train_or_load("mix-offline", cfg(2), TrainConfig(epochs=3, max_tokens=50, lr=3e-3, warmup=5),
                             {"t": 1}, data, data, "cpu", progress=False,
-                            mixture=MixtureConfig("soft", "uniform", "shared", "offline", "M"))
+                            options=MixtureConfig("soft", "uniform", "shared", "offline", "M"))
     assert m.refreshes == 3 and m.stored.shape == (30, 2)
     assert torch.allclose(m.stored.sum(1), torch.ones(30))
     # and online models never store any
@@ -234,13 +236,13 @@ def test_estep_runs_in_fp32_while_the_m_step_keeps_autocast(monkeypatch):
             seen[_name].append(torch.is_autocast_enabled("cpu"))
             return _fn(*a, **kw)
         monkeypatch.setattr(m, name, spy)
-    plain = train_mod.estep_nll(m, src, tgt_in, tgt_out)
+    plain = estep_nll(m, src, tgt_in, tgt_out)
     assert plain.dtype == torch.float32
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert torch.equal(train_mod.estep_nll(m, src, tgt_in, tgt_out), plain)
+        assert torch.equal(estep_nll(m, src, tgt_in, tgt_out), plain)
     seen["latent_nll"].clear(), seen["decode"].clear()
     opt, sched = train_mod.make_optimizer(m, tc)
-    _, _, z = train_mod.training_step(m, opt, sched, src, tgt_in, tgt_out, tc, 0.0)
+    _, _, z = train_mod.training_step(m, opt, sched, Batch(src, tgt_in, tgt_out, None), tc, 0.0)
     assert torch.equal(z, plain.argmin(1))
     assert seen["latent_nll"] == [False]                       # the E-step: autocast off
     assert True in seen["decode"]                              # the M-step: autocast on
@@ -256,7 +258,7 @@ def test_estep_runs_in_fp32_while_the_m_step_keeps_autocast(monkeypatch):
         fn = mix.log_joint
         monkeypatch.setattr(mix, "log_joint", lambda *a, _fn=fn: states.append(torch.is_autocast_enabled("cpu")) or _fn(*a))
         opt, sched = train_mod.make_optimizer(mix, tc)
-        train_mod.training_step(mix, opt, sched, src, tgt_in, tgt_out, tc, 0.0)
+        train_mod.training_step(mix, opt, sched, Batch(src, tgt_in, tgt_out, None), tc, 0.0)
         assert states == [False]                               # log_joint is the E-step's only caller here
 
 
@@ -309,7 +311,7 @@ def test_vnmt_trains_anneals_and_samples_k_hypotheses():
     src = [torch.randint(4, 12, (4,), generator=g).tolist() + [2] for _ in range(40)]
     data = Encoded(src, [s[::-1][1:] + [2] for s in src])
     m, hist = train_or_load("vnmt", cfg(4), TrainConfig(epochs=3, max_tokens=60, lr=3e-3, warmup=5), {"t": 1}, data, data,
-                            "cpu", progress=False, vnmt=VNMTConfig(anneal_fraction=0.5))
+                            "cpu", progress=False, options=VNMTConfig(anneal_fraction=0.5))
     assert isinstance(m, VariationalNMT) and hist.epochs[-1]["train_loss"] < hist.epochs[0]["train_loss"]
     assert m.beta(0.0) == 0.0 and m.beta(0.25) == 0.5 and m.beta(0.9) == 1.0
     assert VariationalNMT(cfg(4), VNMTConfig(anneal_fraction=0)).beta(0.0) == 1.0

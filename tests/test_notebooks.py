@@ -134,11 +134,11 @@ def test_the_check_rules_catch_the_old_defects():
     assert forms are not."""
     old_01 = ["ok_att = torch.allclose(ctx, ctx_pkg[0])",
               'print(f"Basic = package: {ok_basic}; local-p attention = package: {ok_att}")']
-    old_02 = ['print("same choices as nbs.train.hard_em_assign:", bool((z == z_pkg).all()))']
+    old_02 = ['print("same choices as nbs.models.hard_em.hard_em_assign:", bool((z == z_pkg).all()))']
     old_05 = ['mine = step(1)\npkg = model.loss(1)\nprint(f"inline {mine:.5f}, package {pkg:.5f}")']
     assert printed_checks(old_01) and printed_checks(old_02) and printed_checks(old_05)
     assert not printed_checks(["ok_att = torch.allclose(a, b)", "assert ok_att\nprint('inline = package')"])
-    assert not printed_checks(['assert bool((z == z_pkg).all())\nprint("same choices as nbs.train.hard_em_assign")'])
+    assert not printed_checks(['assert bool((z == z_pkg).all())\nprint("same choices as nbs.models.hard_em.hard_em_assign")'])
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
         "## What we saw\n\n* purity 0.97 in 92-108 s, a 7-10x gap\n* paper: pairwise BLEU 97.2\n"
         "* the purity is printed below; section 4.7 with $\\lambda = 0.1$, K = 4 and p = 0.25")])

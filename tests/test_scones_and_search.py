@@ -177,7 +177,7 @@ def _tiny_setup(seed=0):
 def test_exact_sweep_under_a_tiny_budget_is_at_least_every_beam():
     """Issue 14 #7: seeded with beam 4 only, a search stopped by its budget can return a best
     below beam 8's output, and search errors are then counted against a best too low."""
-    from nbsupport import beam_curse
+    from nbsupport.lessons import beam_curse
     from nbsupport.search import ModelScorer
     model, src_v, tgt_v, srcs, refs = _tiny_setup(13)   # a random model whose beam 8 beats beam 4
     beams = [1, 2, 4, 8]
@@ -203,7 +203,7 @@ def test_exact_sweep_under_a_tiny_budget_is_at_least_every_beam():
 def test_exact_sweep_scores_the_empty_translation_of_the_same_sentences():
     """Issue 14 #6: Fig. 6 compares the best and the empty translation's log scores: both come
     from one sweep over the same sources, the empty one equal to an independent batched pass."""
-    from nbsupport import beam_curse
+    from nbsupport.lessons import beam_curse
     from nbsupport.data.batching import pad_batch
     from nbsupport.search import empty_scores
     model, src_v, tgt_v, srcs, refs = _tiny_setup(1)
@@ -219,7 +219,8 @@ def test_exact_sweep_scores_the_empty_translation_of_the_same_sentences():
 def test_softmax_and_scones_train_without_label_smoothing(monkeypatch, profile_name, bible):
     """Issue 14 #8: the paper trains softmax and SCONES without label smoothing (section 3,
     appendix C); the Bible's default training has 0.1. Toy models keep their cache keys."""
-    from nbsupport import beam_curse, pipeline
+    from nbsupport import pipeline
+    from nbsupport.lessons import beam_curse
     from nbsupport.profiles import profile
     from nbsupport.train import TrainConfig
     cfg = profile(profile_name)

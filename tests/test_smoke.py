@@ -176,7 +176,7 @@ class _FakeSampler:
 def test_sampled_corpus_key_includes_the_number_of_sources():
     # lab (10k sources) and full (all 20k) sample from the same IBM model: a key without the
     # sizes handed full the lab corpus, with fewer references than sources
-    from nbsupport.ibm_tasks import sample_corpus
+    from nbsupport.lessons.ibm_tasks import sample_corpus
     small = {"train": ["a b", "c d"], "dev": ["e f"], "test": ["g h"]}
     big = {**small, "train": ["a b", "c d", "i j"]}
     c1 = sample_corpus(_FakeSampler(), small, 0.5, 2, 0, "toy", {"dataset": "toy"})

@@ -1,7 +1,13 @@
-"""Models of the course."""
+"""Models of the course: one module per family, each speaking :mod:`.protocol` (the registry of
+families and methods is :mod:`nbsupport.registry`); :mod:`.hard_em` is Hard-MoE's E-step."""
+from . import hard_em, protocol
 from .lstm import LSTMConfig, LSTMStepper, MultiSourceLSTM
+from .mixture import MixtureConfig, MixtureModel
+from .protocol import Batch, Family
 from .target_encoder import ConditioningConfig, TargetConditionedTransformer
-from .transformer import Transformer, TransformerConfig, shift_right
+from .transformer import Transformer, TransformerConfig, TransformerStepper, shift_right
+from .vnmt import VariationalNMT, VNMTConfig
 
-__all__ = ["ConditioningConfig", "LSTMConfig", "LSTMStepper", "MultiSourceLSTM", "TargetConditionedTransformer",
-           "Transformer", "TransformerConfig", "shift_right"]
+__all__ = ["Batch", "ConditioningConfig", "Family", "LSTMConfig", "LSTMStepper", "MixtureConfig", "MixtureModel",
+           "MultiSourceLSTM", "TargetConditionedTransformer", "Transformer", "TransformerConfig", "TransformerStepper",
+           "VNMTConfig", "VariationalNMT", "hard_em", "protocol", "shift_right"]

@@ -10,9 +10,9 @@ With one source there is no combiner: the decoder starts from the encoder's stat
 paper's single-source baselines). Dropout is applied to non-recurrent connections only
 (Zaremba et al. 2014): embeddings, between layers, before the output layer.
 
-The model has the interface the shared training loop uses (``encode``, ``decode``,
-``sentence_nll``, ``config.output`` and ``config.n_latent``); a source batch is one
-tensor or, for several sources, a tuple of tensors.
+The model speaks the families' protocol (:mod:`.protocol`: training loss, validation NLL,
+the decoders' stepper); a source batch is one tensor or, for several sources, a tuple of
+tensors.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..data.vocab import BOS, PAD
+from .protocol import Batch, Family
 
 COMBINERS = ("basic", "childsum")
 ATTENTIONS = ("none", "local", "global")
@@ -153,7 +154,9 @@ def reverse_padded(src: torch.Tensor) -> torch.Tensor:
     return src.gather(1, idx)
 
 
-class MultiSourceLSTM(nn.Module):
+class MultiSourceLSTM(nn.Module, Family):
+    family = "lstm"
+
     def __init__(self, config: LSTMConfig):
         super().__init__()
         self.config = c = config
@@ -271,6 +274,22 @@ class MultiSourceLSTM(nn.Module):
 
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    # ---------------------------------------------------------------- the protocol (.protocol)
+    def training_loss(self, batch: Batch, progress: float, cfg):
+        """Cross-entropy per target token (label smoothing from ``cfg``)."""
+        from ..losses import cross_entropy_loss
+        return cross_entropy_loss(self(batch.src, batch.tgt_in), batch.tgt_out, pad_id=PAD,
+                                  label_smoothing=cfg.label_smoothing), None
+
+    def validation_nll(self, batch: Batch, cfg) -> torch.Tensor:
+        memory, _ = self.encode(batch.src)
+        return self.sentence_nll(self.decode(batch.tgt_in, memory), batch.tgt_out)
+
+    def stepper(self, src, z=None, use_cache: bool = True) -> "LSTMStepper":
+        if z is not None:
+            raise ValueError("the multi-source LSTM has no latent variable: pass z=None")
+        return LSTMStepper(self, src)
 
 
 class LSTMStepper:

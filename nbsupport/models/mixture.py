@@ -22,6 +22,7 @@ import torch
 import torch.nn as nn
 
 from ..data.vocab import PAD
+from .protocol import Batch, Cost, Family
 from .transformer import Transformer, TransformerConfig
 
 EM_KINDS = ("hard", "soft")
@@ -73,9 +74,12 @@ def all_variants(dropout_in: str = "M") -> list[MixtureConfig]:
             for prior, em in (("learned", "soft"), ("uniform", "soft"), ("learned", "hard"), ("uniform", "hard"))]
 
 
-class MixtureModel(nn.Module):
+class MixtureModel(nn.Module, Family):
     """K experts over one encoder. ``config`` is the TransformerConfig with n_latent = K (so
     the shared training loop sees a K-way latent model); ``mixture`` the design choices."""
+
+    family = "mixture"
+    default_method = "latent_greedy"
 
     def __init__(self, config: TransformerConfig, mixture: MixtureConfig):
         super().__init__()
@@ -176,15 +180,55 @@ class MixtureModel(nn.Module):
         """-log p(y | x) = -log sum_z p(y, z | x), (B,)."""
         return -torch.logsumexp(self.log_joint(src, tgt_in, tgt_out), dim=1)
 
+    # ------------------------------------------------------------------ the protocol (.protocol)
+    @classmethod
+    def build(cls, config: TransformerConfig, options: MixtureConfig) -> "MixtureModel":
+        if not isinstance(options, MixtureConfig):
+            raise TypeError(f"a mixture is built from a MixtureConfig, got {type(options).__name__}")
+        return cls(config, options)
+
+    @staticmethod
+    def cache_key(options: MixtureConfig) -> dict:
+        return {"mixture": options.name + "/" + options.dropout_in}
+
+    def before_epoch(self, data, cfg, device) -> None:
+        if self.mixture.schedule == "offline":
+            self.refresh(data, cfg.max_tokens, device)     # the offline E-step, once per epoch
+
+    def training_loss(self, batch: Batch, progress: float, cfg):
+        return self.mixture_loss(batch.src, batch.tgt_in, batch.tgt_out, batch.idx)
+
+    def validation_nll(self, batch: Batch, cfg) -> torch.Tensor:
+        return self.marginal_nll(batch.src, batch.tgt_in, batch.tgt_out)
+
+    def stepper(self, src, z=None, use_cache: bool = True):
+        """Shared parameters: the one decoder with latent z. Independent experts: expert z, when
+        every sentence of the batch asks for the same z (an int)."""
+        if self.mixture.params == "shared":
+            return self.experts[0].stepper(src, z, use_cache)
+        zs = torch.as_tensor(z).flatten().unique().tolist() if z is not None else []
+        if len(zs) != 1:
+            raise ValueError("a mixture of independent experts decodes one expert at a time: pass z as one int "
+                             "(the same expert for every sentence), or use hypotheses()")
+        return self.experts[int(zs[0])].stepper(src, None, use_cache)
+
     @torch.no_grad()
-    def hypotheses(self, src) -> list[list[list[int]]]:
+    def hypotheses(self, src, k: int | None = None, method: str | None = None, **options) -> list[list[list[int]]]:
         """Greedy decoding once per expert (Shen section 2): K token lists per source."""
         from ..decode import generate
+        if (method or self.default_method) != "latent_greedy" or k not in (None, self.k):
+            raise ValueError(f"a mixture gives one greedy hypothesis per expert: method 'latent_greedy' "
+                             f"and k = K = {self.k}, got {method!r} and k={k}")
         self.eval()
         if self.mixture.params == "shared":
-            return generate(self.experts[0], src, "latent_greedy")
-        per_expert = [generate(e, src, "greedy") for e in self.experts]
+            return generate(self.experts[0], src, "latent_greedy", **options)
+        per_expert = [generate(e, src, "greedy", **options) for e in self.experts]
         return [[per_expert[z][i][0] for z in range(self.k)] for i in range(src.shape[0])]
+
+    def cost(self) -> Cost:
+        if self.mixture.em == "soft":        # every expert forward and backward
+            return Cost(self.experts[0], train_target_passes=self.k, valid_target_passes=self.k)
+        return Cost(self.experts[0], extra_target_forwards=self.k, valid_target_passes=self.k)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

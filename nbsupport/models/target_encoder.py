@@ -30,7 +30,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..cache import non_default
 from ..data.vocab import BOS, PAD
+from .protocol import Batch, Cost
 from .transformer import EncoderLayer, Transformer, TransformerConfig, sinusoids
 
 READS = ("target", "source")
@@ -101,6 +103,8 @@ class TargetEncoder(nn.Module):
 class TargetConditionedTransformer(Transformer):
     """A :class:`Transformer` whose K latent embeddings are chosen by a target encoder."""
 
+    family = "target_conditioning"
+
     def __init__(self, config: TransformerConfig, cond: ConditioningConfig):
         if config.n_latent < 2:
             raise ValueError("target conditioning needs K = n_latent >= 2 domains")
@@ -132,3 +136,31 @@ class TargetConditionedTransformer(Transformer):
                                   label_smoothing=label_smoothing, reduction="sum")
         loss = paper_objective_per_token(nll_sum, int((tgt_out != PAD).sum()), self.cond.lam, batch_entropy(p))
         return loss, scores.argmax(dim=-1).detach(), frozen
+
+    # ------------------------------------------------------------------ the protocol (.protocol)
+    @classmethod
+    def build(cls, config: TransformerConfig, options: ConditioningConfig) -> "TargetConditionedTransformer":
+        if not isinstance(options, ConditioningConfig):
+            raise TypeError(f"target conditioning is built from a ConditioningConfig, got {type(options).__name__}")
+        return cls(config, options)
+
+    @staticmethod
+    def cache_key(options: ConditioningConfig) -> dict:
+        # lam is on the paper's scale (summed NLL) since issue 14: models of the per-token lam retrain
+        return {"conditioning": {"lam_scale": "paper", **non_default(options)}}
+
+    def training_loss(self, batch: Batch, progress: float, cfg):
+        """The target encoder chooses the domain (``progress``, the fraction of training done,
+        sets the temperature)."""
+        loss, z, _ = self.conditioning_loss(batch.src, batch.tgt_in, batch.tgt_out, progress, cfg.label_smoothing)
+        return loss, z
+
+    def validation_nll(self, batch: Batch, cfg) -> torch.Tensor:
+        """The NLL under the domain the target encoder picks (hard)."""
+        src, tgt_in, tgt_out, _ = batch
+        memory, mask = self.encode(src)
+        z = self.domain_scores(src, tgt_out).argmax(dim=-1)
+        return self.sentence_nll(self.decode(tgt_in, memory, mask, z), tgt_out)
+
+    def cost(self) -> Cost:
+        return Cost(self)

@@ -17,6 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..data.vocab import BOS, PAD
+from .protocol import Batch, Cost, Family
 
 
 OUTPUTS = ("softmax", "scones")
@@ -154,7 +155,12 @@ class DecoderLayer(nn.Module):
         return x + self.drop(self.ff(self.ln3(x)))
 
 
-class Transformer(nn.Module):
+class Transformer(nn.Module, Family):
+    """The baseline (K = 1), Hard-MoE (K > 1, trained by hard EM: :mod:`.hard_em`) and, with
+    ``output="scones"``, the SCONES model: one family, three configurations."""
+
+    family = "transformer"
+
     def __init__(self, config: TransformerConfig):
         super().__init__()
         c = self.config = config
@@ -289,6 +295,84 @@ class Transformer(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    # ------------------------------------------------------------------ the protocol (.protocol)
+    @property
+    def default_method(self) -> str:
+        return "latent_greedy" if self.config.n_latent > 1 else "beam"
+
+    def training_loss(self, batch: Batch, progress: float, cfg):
+        """A plain model minimises its loss; a latent model does Algorithm 1 of seed 000 (the
+        E-step, then a train-mode step with the chosen z). Returns (loss, z or None)."""
+        from ..losses import token_loss
+        from .hard_em import hard_em_assign
+        src, tgt_in, tgt_out, _ = batch
+        z = None
+        if self.config.n_latent > 1:
+            z = hard_em_assign(self, src, tgt_in, tgt_out, cfg.e_step_mode, cfg.e_step_chunk)
+        return token_loss(self, src, tgt_in, tgt_out, z, cfg), z
+
+    def validation_nll(self, batch: Batch, cfg) -> torch.Tensor:
+        """The NLL (a latent model: of each sentence's best z), or for a SCONES model the SCONES
+        loss with its training alpha, per sentence."""
+        from ..losses import model_objective
+        src, tgt_in, tgt_out, _ = batch
+        memory, mask = self.encode(src)
+        if self.config.n_latent > 1:
+            return self.latent_nll(memory, mask, tgt_in, tgt_out).min(dim=1).values
+        logits = self.decode(tgt_in, memory, mask)
+        if self.config.output == "scones":
+            return model_objective(self, logits, tgt_out, alpha=cfg.scones_alpha, reduction="none").sum(dim=1)
+        return self.sentence_nll(logits, tgt_out)
+
+    def stepper(self, src, z=None, use_cache: bool = True) -> "TransformerStepper":
+        return TransformerStepper(self, src, z, use_cache)
+
+    def cost(self) -> Cost:
+        k = self.config.n_latent
+        return Cost(self, extra_target_forwards=k if k > 1 else 0, valid_target_passes=k)
+
+
+class TransformerStepper:
+    """Next-token log scores of a Transformer for a batch of sources, with a KV cache: the
+    decoders' stepping interface (see :mod:`nbsupport.decode`)."""
+
+    def __init__(self, model: Transformer, src: torch.Tensor, z: torch.Tensor | None = None, use_cache: bool = True):
+        self.model, self.use_cache = model, use_cache
+        self.memory, self.mask = model.encode(src)
+        self.device = src.device
+        self.z = z
+        model.check_latent(z, src.shape[0])
+        self.cache = model.new_cache() if use_cache else None
+
+    def expand(self, n: int) -> "TransformerStepper":
+        """Repeat every source n times (row i becomes rows i*n .. i*n+n-1)."""
+        self.memory = self.memory.repeat_interleave(n, 0)
+        self.mask = self.mask.repeat_interleave(n, 0)
+        if self.z is not None:
+            self.z = self.z.repeat_interleave(n, 0)
+        return self
+
+    def __call__(self, prefix: torch.Tensor) -> torch.Tensor:
+        if self.use_cache:
+            t = prefix.shape[1] - 1
+            logits = self.model.decode(prefix[:, -1:], self.memory, self.mask, self.z, self.cache, start=t)
+        else:
+            logits = self.model.decode(prefix, self.memory, self.mask, self.z)
+        return self.model.log_scores(logits[:, -1])
+
+    def reorder(self, index: torch.Tensor) -> None:
+        self.memory, self.mask = self.memory[index], self.mask[index]
+        if self.z is not None:
+            self.z = self.z[index]
+        if self.cache is not None:
+            for layer in self.cache:
+                for key in ("k", "v"):
+                    if key in layer:
+                        layer[key] = layer[key][index]
+                if "cross" in layer:
+                    k, v = layer["cross"]
+                    layer["cross"] = (k[index], v[index])
 
 
 def shift_right(tgt: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
+from ..cache import non_default
 from ..data.vocab import PAD
+from .protocol import Batch, Cost, Family
 from .transformer import Transformer, TransformerConfig
 
 
@@ -30,7 +32,10 @@ def gaussian_kl(mu_q, logvar_q, mu_p, logvar_p) -> torch.Tensor:
     return 0.5 * (logvar_p - logvar_q + (logvar_q.exp() + (mu_q - mu_p) ** 2) / logvar_p.exp() - 1).sum(-1)
 
 
-class VariationalNMT(nn.Module):
+class VariationalNMT(nn.Module, Family):
+    family = "vnmt"
+    default_method = "prior_sample"
+
     def __init__(self, config: TransformerConfig, vnmt: VNMTConfig | None = None):
         super().__init__()
         if config.n_latent < 2:
@@ -79,12 +84,42 @@ class VariationalNMT(nn.Module):
         nll, kl = self.elbo_terms(src, tgt_in, tgt_out, sample=False)
         return nll + kl
 
+    # ------------------------------------------------------------------ the protocol (.protocol)
+    @classmethod
+    def build(cls, config: TransformerConfig, options: VNMTConfig | None = None) -> "VariationalNMT":
+        return cls(config, options)
+
+    @staticmethod
+    def cache_key(options: VNMTConfig | None) -> dict:
+        return {"vnmt": non_default(options or VNMTConfig())}
+
+    def training_loss(self, batch: Batch, progress: float, cfg):
+        return self.vnmt_loss(batch.src, batch.tgt_in, batch.tgt_out, progress), None
+
+    def validation_nll(self, batch: Batch, cfg) -> torch.Tensor:
+        """The bound -ELBO (z = the posterior mean), per sentence."""
+        return self.negative_elbo(batch.src, batch.tgt_in, batch.tgt_out)
+
+    def stepper(self, src, z=None, use_cache: bool = True):
+        """Decoding with a given latent vector z (B, dz)."""
+        if z is None or not z.is_floating_point():
+            raise ValueError(f"variational NMT decodes with a latent vector z of shape (batch, {self.config.n_latent}); "
+                             "hypotheses() samples it from the prior")
+        return self.model.stepper(src, z, use_cache)
+
+    def cost(self) -> Cost:
+        return Cost(self.model)
+
     @torch.no_grad()
-    def hypotheses(self, src, k: int, seed: int = 0, generator: torch.Generator | None = None) -> list[list[list[int]]]:
-        """k hypotheses per source: z sampled from the prior, then greedy decoding. Pass one
-        CPU ``generator`` to calls over successive batches so that they draw fresh noise
-        (otherwise each call seeds its own with ``seed``)."""
+    def hypotheses(self, src, k: int, method: str | None = None, seed: int = 0,
+                   generator: torch.Generator | None = None) -> list[list[list[int]]]:
+        """k hypotheses per source (method ``prior_sample``, the only one): z sampled from the
+        prior, then greedy decoding. Pass one CPU ``generator`` to calls over successive batches
+        so that they draw fresh noise (otherwise each call seeds its own with ``seed``)."""
         from ..decode import generate
+        if (method or self.default_method) != "prior_sample":
+            raise ValueError(f"variational NMT's hypotheses come from z sampled from the prior: method "
+                             f"'prior_sample', got {method!r}")
         self.eval()
         memory, mask = self.encode(src)
         mu_p, lv_p = self.prior_params(memory, mask)

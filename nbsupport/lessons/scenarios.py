@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from .metrics import _check
+from ..metrics import _check
 
 SCENARIOS = {
     "A": "spread out: K unrelated sentences (other verses)",

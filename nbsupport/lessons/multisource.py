@@ -13,15 +13,15 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .data import bible
-from .data.batching import pad_batch
-from .data.synthetic import Corpus, ToyConfig, toy_trilingual
-from .data.vocab import BOS, WordVocab, train_sentencepiece
-from .decode import MAX_LEN_A, MAX_LEN_B, beam_search, greedy_or_sample, max_lengths
-from .metrics import corpus_bleu
-from .models.lstm import LSTMConfig, LSTMStepper, MultiSourceLSTM
-from .profiles import Profile, profile
-from .train import Encoded, TrainConfig, evaluate_loss, train_or_load
+from ..data import bible
+from ..data.batching import pad_batch
+from ..data.synthetic import Corpus, ToyConfig, toy_trilingual
+from ..data.vocab import BOS, WordVocab, train_sentencepiece
+from ..decode import generate
+from ..metrics import corpus_bleu
+from ..models.lstm import LSTMConfig, MultiSourceLSTM
+from ..profiles import Profile, profile
+from ..train import Encoded, TrainConfig, evaluate_loss, train_or_load
 
 # name -> (source roles, combiner, attention): Figure 4's rows, plus the two-versions control.
 SYSTEMS = {
@@ -127,13 +127,8 @@ def translate(model: MultiSourceLSTM, data: MultiSourceData, system: str, split:
     device = next(model.parameters()).device
     out = []
     for src in _batches(data, data.langs(system), split, batch_size, device):
-        limits = max_lengths(src[0], MAX_LEN_A, MAX_LEN_B, model.config.max_len)
-        stepper = LSTMStepper(model, src)
-        if beam == 1:
-            ids = [h.tokens for h in greedy_or_sample(stepper, src[0].shape[0], limits)]
-        else:
-            ids = [hs[0].tokens for hs in beam_search(stepper, src[0].shape[0], beam, limits)]
-        out += [data.tgt_vocab.decode(t) for t in ids]
+        ids = generate(model, src, "greedy" if beam == 1 else "beam", beam=beam)
+        out += [data.tgt_vocab.decode(hs[0]) for hs in ids]
     return out
 
 
@@ -164,8 +159,7 @@ def attention_maps(model: MultiSourceLSTM, data: MultiSourceData, system: str, i
     langs = data.langs(system)
     s = data.corpus.split(split)
     srcs = tuple(torch.tensor([data.vocabs[l].encode(s.sources[l][index])], device=device) for l in langs)
-    limit = max_lengths(srcs[0], MAX_LEN_A, MAX_LEN_B, model.config.max_len)
-    out = greedy_or_sample(LSTMStepper(model, srcs), 1, limit)[0].tokens
+    out = generate(model, srcs, "greedy")[0][0]
     tgt = torch.tensor([out], device=device)
     tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)   # BOS + output
     memory, _ = model.encode(srcs)
@@ -187,7 +181,7 @@ def merged_noun_accuracy(corpus: Corpus, hyps: list[str], split: str = "test") -
     differently: one source leaves a 50/50 guess, the two together determine the noun) and
     among the other nouns. Nouns are read from the output in order (the toy's one style is
     active voice: subject first, object second)."""
-    from .data.synthetic import NOUNS
+    from ..data.synthetic import NOUNS
     merged = {NOUNS.index(n) for m in corpus.info["merged_nouns"].values() for senses in m.values() for n in senses}
     hits = {"merged nouns": [], "other nouns": []}
     for meaning, hyp in zip(corpus.split(split).meanings, hyps):

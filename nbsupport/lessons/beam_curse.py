@@ -15,12 +15,12 @@ from typing import Sequence
 
 import torch
 
-from .data.batching import pad_batch
-from .data.vocab import BOS, EOS
-from .decode import MAX_LEN_A, MAX_LEN_B, generate, max_lengths
-from .metrics import bleu_and_length
-from .pipeline import train_model
-from .search import ModelScorer, exact_search, sequence_score
+from ..data.batching import pad_batch
+from ..data.vocab import BOS, EOS
+from ..decode import MAX_LEN_A, MAX_LEN_B, generate, max_lengths
+from ..metrics import bleu_and_length
+from ..pipeline import train_model
+from ..search import ModelScorer, exact_search, sequence_score
 
 PAPER_LABEL_SMOOTHING = 0.0   # section 3 and appendix C: softmax and SCONES trained without it
 

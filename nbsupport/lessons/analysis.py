@@ -6,8 +6,8 @@ import random
 from collections import Counter
 from typing import Sequence
 
-from .data.vocab import WordVocab
-from .metrics import corpus_bleu, oracle_assignment
+from ..data.vocab import WordVocab
+from ..metrics import corpus_bleu, oracle_assignment
 
 
 def latent_label_confusion(hyps: Sequence[Sequence[str]], refs, labels, n_labels: int, seed: int = 0):
@@ -151,8 +151,8 @@ def sample_sentences(data, n: int, seed: int, device="cpu"):
     """(src, tgt_in, tgt_out) of ``n`` training pairs drawn uniformly without replacement
     (seeded): ordinary sentences of every length, as the papers' flip rates are measured on
     (a token batch would hold only sentences of similar length)."""
-    from .data.batching import pad_batch
-    from .models.transformer import shift_right
+    from ..data.batching import pad_batch
+    from ..models.transformer import shift_right
     if not 0 < n <= len(data):
         raise ValueError(f"n must be in 1..{len(data)} (the number of pairs), got {n}")
     idx = random.Random(seed).sample(range(len(data)), n)

@@ -142,7 +142,7 @@ def speed_vs_k(speed, caption: str | None = None):
 
 def attention_maps(maps: dict, caption: str | None = None):
     """Zoph & Knight Fig. 5: one heat map per source of a_t(s), output tokens (rows) against
-    that source's tokens (columns); ``maps`` is :func:`nbsupport.multisource.attention_maps`."""
+    that source's tokens (columns); ``maps`` is :func:`nbsupport.lessons.multisource.attention_maps`."""
     sources = maps["sources"]
     fig, axes = plt.subplots(1, len(sources), figsize=(4.2 * len(sources), 0.9 + 0.32 * len(maps["output"])),
                              squeeze=False)

@@ -15,14 +15,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import ibm, smoke
-from .cache import cached_file
-from .data import bible
-from .data.synthetic import Corpus, Split, ToyConfig, detokenize, toy
-from .data.vocab import WordVocab
-from .pipeline import Task
-from .profiles import Profile, profile
-from .train import Encoded
+from .. import ibm, smoke
+from ..cache import cached_file
+from ..data import bible
+from ..data.synthetic import Corpus, Split, ToyConfig, detokenize, toy
+from ..data.vocab import WordVocab
+from ..pipeline import Task
+from ..profiles import Profile, profile
+from ..train import Encoded
 
 TOKENIZE = WordVocab.tokenize       # word level, punctuation split off (the toy's own tokens)
 BIBLE_MAX_WORDS = 50                # verses longer than this (either side) are left out of IBM training

@@ -7,11 +7,11 @@ import itertools
 import torch
 
 from .analysis import degeneracy, per_latent_bleu_one_ref, seed_label
-from .data.batching import pad_batch
-from .metrics import diversity_report
-from .models.mixture import MixtureConfig, MixtureModel
-from .pipeline import Task, toy_task, train_model
-from .profiles import Profile, profile
+from ..data.batching import pad_batch
+from ..metrics import diversity_report
+from ..models.mixture import MixtureConfig
+from ..pipeline import Task, toy_task, train_model
+from ..profiles import Profile, profile
 
 
 def task(cfg: Profile | str, seed: int = 0, strength: str = "strong") -> Task:
@@ -31,7 +31,7 @@ def train_variant(t: Task, variant: MixtureConfig, device, dropout: float | None
     over = {} if dropout is None else {"dropout": dropout}
     k = k or len(t.corpus.test.refs[0])
     name = f"mix-{variant.name}-{variant.dropout_in.replace('&', '')}-k{k}"
-    return train_model(t, name, device, n_latent=k, seed=seed, progress=False, model_overrides=over, mixture=variant)
+    return train_model(t, name, device, n_latent=k, seed=seed, progress=False, model_overrides=over, options=variant)
 
 
 VNMT_DIM = 16    # the Gaussian latent's dimension (Shen et al.: 512 with 512-d models; ours are 128-d)
@@ -39,8 +39,8 @@ VNMT_DIM = 16    # the Gaussian latent's dimension (Shen et al.: 512 with 512-d 
 
 def train_vnmt(t: Task, device, seed: int = 0):
     """The variational NMT baseline (KL annealed over the first half of training)."""
-    from .models.vnmt import VNMTConfig
-    return train_model(t, f"vnmt-dz{VNMT_DIM}", device, n_latent=VNMT_DIM, seed=seed, progress=False, vnmt=VNMTConfig())
+    from ..models.vnmt import VNMTConfig
+    return train_model(t, f"vnmt-dz{VNMT_DIM}", device, n_latent=VNMT_DIM, seed=seed, progress=False, options=VNMTConfig())
 
 
 def assignment_agreement(confusion) -> float:
@@ -58,7 +58,7 @@ def assignment_agreement(confusion) -> float:
 def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0) -> dict:
     """Table 7's columns for a mixture (or variational NMT, one prior sample per "latent"):
     per-latent BLEU against one reference per source (``per_latent_bleu_1ref``, as Table 7:
-    :func:`~nbsupport.analysis.per_latent_bleu_one_ref`), pairwise BLEU, multi-reference BLEU,
+    :func:`~nbsupport.lessons.analysis.per_latent_bleu_one_ref`), pairwise BLEU, multi-reference BLEU,
     average oracle BLEU, coverage, the D1/D2 label, and the hypotheses. (Style agreement comes
     from the training history: :func:`agreement_of`.)"""
     test = t.corpus.test
@@ -67,7 +67,7 @@ def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0) -> dic
     hyps, noise = [], torch.Generator(device="cpu").manual_seed(seed)   # one stream over all batches
     for lo in range(0, len(srcs), 100):
         src = pad_batch([t.src_vocab.encode(s) for s in srcs[lo:lo + 100]]).to(device)
-        ids = model.hypotheses(src) if isinstance(model, MixtureModel) else model.hypotheses(src, len(refs[0]), generator=noise)
+        ids = model.hypotheses(src, len(refs[0]), generator=noise)   # the family's own way: per expert, or per prior sample
         hyps += [[t.tgt_vocab.decode(h) for h in hs] for hs in ids]
     rep = diversity_report(hyps, refs, seed=seed)
     plb = per_latent_bleu_one_ref(hyps, refs, seed)
@@ -81,9 +81,9 @@ def over_seeds(per_seed: list[dict]) -> dict:
     sorted (best latent first) *before* averaging, since latent indices are arbitrary labels
     (a D1 model trains latent 0 with one seed and latent 2 with another: averaging by index
     would blend them into a healthy-looking row). Means of the other columns; the label is the
-    seeds' strict majority (:func:`~nbsupport.analysis.seed_label`, else "mixed"), with
+    seeds' strict majority (:func:`~nbsupport.lessons.analysis.seed_label`, else "mixed"), with
     ``labels_per_seed`` beside it."""
-    from .tables import mean_std
+    from ..views.tables import mean_std
     if not per_seed:
         raise ValueError("over_seeds needs the evaluation of at least one seed")
     n = len(per_seed)

@@ -1,0 +1,100 @@
+"""The one protocol every model family speaks (fairseq's split of model, criterion and
+generator, in one small class): what the training loop, the validation loss, the decoders
+and the model cache ask of a model. No part of ``train.py`` or ``decode.py`` knows a family
+by name; a new family implements this class in its own module and adds one line to
+:mod:`nbsupport.registry`.
+
+====================================  ==================================================
+``Family.build(config, options)``     a new model from its configuration (a class method)
+``Family.cache_key(options)``         what ``options`` adds to the model cache's key
+``training_loss(batch, progress,      the loss of one training step (per target token) and
+cfg)``                                the latent value chosen per sentence, or None
+``before_epoch(data, cfg, device)``   work once per epoch (the offline E-step of a mixture)
+``validation_nll(batch, cfg)``        per-sentence -log p(y | x), or its bound, (B,)
+``stepper(src, z, use_cache)``        the decoders' stepping interface (:mod:`nbsupport.decode`)
+``hypotheses(src, k, method,          k hypotheses per source (token ids), by the family's
+**options)``                          own method or any decoding method of ``decode``
+``cost()``                            what one step costs, for the smoke run's projection
+====================================  ==================================================
+
+``training_loss``, ``validation_nll`` and ``hypotheses`` get a :class:`Batch` (or a source
+tensor, a tuple of tensors for a multi-source model) and return tensors on the model's device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn as nn
+
+
+class Batch(NamedTuple):
+    """A training or validation batch: padded sources (a tensor, or a tuple of tensors for a
+    multi-source model), decoder inputs (BOS + target[:-1]), targets (ending with EOS), and
+    the examples' indices in their data set (for offline responsibilities)."""
+    src: torch.Tensor | tuple
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    idx: list
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One model's compute per token, for :mod:`nbsupport.smoke`'s GPU-time projection:
+    ``core`` is the network whose matrices a token passes through once (a mixture: one
+    expert); a training step runs it forward and backward over the targets
+    ``train_target_passes`` times plus ``extra_target_forwards`` gradient-free forwards (an
+    E-step); validation runs it ``valid_target_passes`` times per target token."""
+    core: nn.Module
+    train_target_passes: int = 1
+    extra_target_forwards: int = 0
+    valid_target_passes: int = 1
+
+
+class Family:
+    """Mixin of every model family (see the module's table). Subclasses set ``family`` (the
+    registry's name) and implement ``training_loss``, ``validation_nll`` and ``stepper``; the
+    rest has defaults."""
+
+    family: str = ""
+
+    @classmethod
+    def build(cls, config, options=None):
+        if options is not None:
+            raise ValueError(f"the {cls.family} family takes no options, got {options!r}")
+        return cls(config)
+
+    @staticmethod
+    def cache_key(options) -> dict:
+        return {}
+
+    def before_epoch(self, data, cfg, device) -> None:
+        pass
+
+    def training_loss(self, batch: Batch, progress: float, cfg):
+        raise NotImplementedError
+
+    def validation_nll(self, batch: Batch, cfg) -> torch.Tensor:
+        raise NotImplementedError
+
+    def stepper(self, src, z=None, use_cache: bool = True):
+        raise NotImplementedError
+
+    #: what ``hypotheses`` does when no method is named
+    default_method: str = "beam"
+
+    def hypotheses(self, src, k: int, method: str | None = None, **options) -> list[list[list[int]]]:
+        """``k`` hypotheses per source with a decoding method of :func:`nbsupport.decode.generate`
+        (``latent_greedy``: one per latent value, so k must be K)."""
+        from ..decode import generate
+        method = method or self.default_method
+        if method == "latent_greedy":
+            if k != self.config.n_latent:
+                raise ValueError(f"latent_greedy gives one hypothesis per latent value: k must be K="
+                                 f"{self.config.n_latent}, got {k}")
+            return generate(self, src, method, **options)
+        return generate(self, src, method, n=k, **options)
+
+    def cost(self) -> Cost:
+        return Cost(self)
