@@ -218,7 +218,7 @@ def check_decoding_args(n: int = 1, beam: int = 4, temperature: float = 1.0, top
         raise ValueError(f"max_len_a must be a finite number >= 0, got {max_len_a!r}")
 
 
-def _as_latent(z, batch: int, device) -> torch.Tensor | None:
+def as_latent(z, batch: int, device) -> torch.Tensor | None:
     """``z`` as a tensor on ``device``: None stays None; an int is the same latent value for
     every one of the ``batch`` sentences."""
     if z is None:
@@ -257,7 +257,7 @@ def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam:
     model.eval()
     first = src if torch.is_tensor(src) else src[0]      # a multi-source model takes a tuple of sources
     batch = first.shape[0]
-    z = _as_latent(z, batch, first.device)
+    z = as_latent(z, batch, first.device)
     limits = max_lengths(first, max_len_a, max_len_b, model.config.max_len)
     k = model.config.n_latent
     if method == "latent_greedy":
@@ -337,3 +337,27 @@ def translate(model, src_vocab, tgt_vocab, sentences: Sequence[str], method: str
         ids = generate(model, src, method, z=zc, seed=seed, generator=generator, **kwargs)
         out.extend([[tgt_vocab.decode(h) for h in hs] for hs in ids])
     return out
+
+
+@torch.no_grad()
+def token_scores(model, src, hyps: Sequence[Sequence[int]], z: torch.Tensor | int | None = None) -> list[list[float]]:
+    """The log score of every token of ``hyps[i]`` (token ids, as :func:`generate` returns them)
+    given source row i and the tokens before it: teacher forcing through the model's stepper,
+    so any family works (``z``: its latent value, as in :func:`generate`). Their sum is the
+    hypothesis' score; per token, they show *where* a model (or a latent value) prefers it."""
+    model.eval()
+    first = src if torch.is_tensor(src) else src[0]
+    if len(hyps) != first.shape[0]:
+        raise ValueError(f"one hypothesis per source row: {first.shape[0]} rows, {len(hyps)} hypotheses")
+    if any(len(h) == 0 for h in hyps):
+        raise ValueError("a hypothesis is empty: it has no tokens to score (an EOS at least)")
+    stepper = model.stepper(src, as_latent(z, first.shape[0], first.device))
+    steps = max(map(len, hyps))
+    tokens = torch.tensor([list(h) + [PAD] * (steps - len(h)) for h in hyps], device=first.device)
+    prefix = torch.full((len(hyps), 1), BOS, dtype=torch.long, device=first.device)
+    scores = []
+    for t in range(steps):
+        scores.append(stepper(prefix).gather(1, tokens[:, t:t + 1]).squeeze(1))
+        prefix = torch.cat([prefix, tokens[:, t:t + 1]], dim=1)
+    table = torch.stack(scores, dim=1).cpu().tolist()
+    return [row[:len(h)] for row, h in zip(table, hyps)]

@@ -352,3 +352,52 @@ def ambiguous_nouns(lang: ToyLanguage) -> dict[str, list[str]]:
     for i, w in enumerate(lang.noun):
         senses.setdefault(w, []).append(NOUNS[i])
     return {w: s for w, s in senses.items() if len(s) > 1}
+
+
+# --------------------------------------------------------------------------- composing a meaning
+NONE = "-"
+
+
+def meaning_parts() -> dict[str, list[str]]:
+    """The parts of a meaning a student can choose, as dropdown options (English names;
+    ``"-"`` leaves an optional part out): see :func:`compose`."""
+    return {"subject": list(NOUNS), "subject_adj": [NONE, *ADJECTIVES], "verb": [v[0][0] for v in VERBS],
+            "object": NOUNS[1:] + NOUNS[:1], "object_adj": [NONE, *ADJECTIVES],
+            "place": [NONE] + [f"{p} the {pl}" for p in PREPOSITIONS for pl in PLACES]}
+
+
+def compose(subject: str, verb: str, object: str, subject_adj: str = NONE, object_adj: str = NONE,
+            place: str = NONE) -> Meaning:
+    """The :class:`Meaning` of English parts (the options of :func:`meaning_parts`); a part
+    that is not one of them is a ValueError naming the valid ones."""
+    parts = meaning_parts()
+
+    def index(name, value, options, offset=0):
+        if value not in options:
+            raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(options)}")
+        return options.index(value) - offset
+    if subject == object:
+        raise ValueError(f"the subject and the object are both {subject!r}: the toy's meanings have two different nouns")
+    adj = lambda name, v: None if v == NONE else index(name, v, parts[name], 1)
+    p = None if place == NONE else divmod(index("place", place, parts["place"], 1), len(PLACES))
+    return Meaning(index("subject", subject, NOUNS), adj("subject_adj", subject_adj),
+                   index("verb", verb, parts["verb"]), index("object", object, NOUNS), adj("object_adj", object_adj),
+                   None if p is None else (p[0], p[1]))
+
+
+def languages(corpus: Corpus) -> dict[str, ToyLanguage]:
+    """The source languages a toy corpus was generated with (rebuilt from its configuration)."""
+    seed = corpus.info["config"]["seed"]
+    if corpus.name == "toy-trilingual":
+        return {"xa": ToyLanguage(seed, "sov", merge="even"), "xb": ToyLanguage(seed + 1, "vso", merge="odd")}
+    if corpus.name == "toy":
+        return {"src": ToyLanguage(seed)}
+    raise ValueError(f"{corpus.name!r} is not a toy corpus: only the toys have a grammar to compose with")
+
+
+def renderings(corpus: Corpus, m: Meaning, seed: int = 0) -> list[tuple[int, str]]:
+    """(style, English) for every style of the corpus: how its references render ``m`` (the
+    ambiguous choices drawn with ``seed``)."""
+    cfg = corpus.info["config"]
+    rng = random.Random(f"compose-{seed}")
+    return [(s, realise(m, s, cfg["style_strength"], cfg["ambiguity"], rng)) for s in range(cfg["n_styles"])]

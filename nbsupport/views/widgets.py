@@ -1,12 +1,23 @@
 """Widgets, each on a pure render function.
 
 ``explore(render, interactive, **controls)`` first calls ``render`` once with the default
-value of every control and prints the result, so a papermill run (which saves no widget
+value of every control and shows the result, so a papermill run (which saves no widget
 output) still shows it; then, when ``interactive`` and ipywidgets is present, it adds the
-controls. ``render`` returns text (or a matplotlib figure) and has no side effects.
+controls, and every change calls ``render`` again: the render functions of the lessons call
+the model (:mod:`nbsupport.views.live`), so what a student changes, the model answers.
+``render`` returns text, HTML (``IPython.display.HTML``) or a matplotlib figure and has no
+side effects. An exception in ``render`` (bad input) is shown in the view as one line, never
+as a traceback, and the controls keep working.
+
+Every view drawn in the kernel is kept in :data:`VIEWS` with the text of its last rendering,
+so that a test can set a control's value through ipywidgets and read what the view answered
+(:func:`exercise`).
 """
 from __future__ import annotations
 
+import html as _html
+import time
+from dataclasses import dataclass, field
 from typing import Callable
 
 
@@ -14,11 +25,29 @@ def _default(control):
     """The default value of a control spec: list -> first item, (lo, hi[, step]) -> lo, else itself."""
     if hasattr(control, "value"):          # an ipywidgets control
         return control.value
-    if isinstance(control, list):
-        return control[0]
-    if isinstance(control, tuple):
+    if isinstance(control, (list, tuple)):
         return control[0]
     return control
+
+
+def as_text(result) -> str:
+    """What a view shows, as text: a string itself, HTML's markup, a figure's title, axis labels
+    and caption (for tests and for the record of a view)."""
+    if result is None:
+        return ""
+    if isinstance(result, str):
+        return result
+    data = getattr(result, "data", None)
+    if isinstance(data, str):                       # IPython.display.HTML / Markdown
+        return data
+    if hasattr(result, "axes") and hasattr(result, "texts"):   # a matplotlib figure
+        parts = [t.get_text() for t in result.texts]
+        for ax in result.axes:
+            parts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+            parts += [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()]
+        sup = getattr(result, "_suptitle", None)
+        return "\n".join(([sup.get_text()] if sup else []) + [p for p in parts if p])
+    return str(result)
 
 
 def _show(result) -> None:
@@ -26,33 +55,89 @@ def _show(result) -> None:
         return
     if isinstance(result, str):
         print(result)
-    else:
-        from IPython.display import display
-        display(result)
+        return
+    from IPython.display import display
+    display(result)
+    if hasattr(result, "savefig"):      # a figure: closed once shown, so the inline backend does not draw it again
+        import matplotlib.pyplot as plt
+        plt.close(result)
+
+
+def error_view(err: Exception) -> str:
+    """One line for an exception raised by a render function: its message, no traceback."""
+    return f"⚠ {err}" if isinstance(err, (ValueError, TypeError, KeyError)) else f"⚠ {type(err).__name__}: {err}"
+
+
+@dataclass
+class View:
+    """One explored render function: its controls (ipywidgets, when interactive), the values of
+    its last rendering, what it showed, and how long each rendering took."""
+    name: str
+    render: Callable
+    defaults: dict
+    controls: dict = field(default_factory=dict)
+    values: dict = field(default_factory=dict)
+    last: str = ""
+    seconds: list = field(default_factory=list)
+
+    def update(self, **values):
+        """Render with ``values`` (the rest as last time); returns what to show."""
+        self.values = {**self.defaults, **self.values, **values}
+        t0 = time.perf_counter()
+        try:
+            result = self.render(**self.values)
+        except Exception as err:  # bad input: said in the view, never a traceback
+            result = error_view(err)
+        self.seconds.append(time.perf_counter() - t0)
+        self.last = as_text(result)
+        return result
+
+
+VIEWS: list[View] = []
 
 
 def explore(render: Callable, interactive: bool = True, **controls):
-    """Call ``render(**defaults)`` once and show it; then, if ``interactive``, attach widgets.
+    """Call ``render(**defaults)`` once and show it; then, if ``interactive``, attach widgets
+    whose every change renders again.
 
     Controls follow ipywidgets.interact's abbreviations: a list gives a dropdown, a
-    ``(min, max)`` or ``(min, max, step)`` tuple of ints gives a slider, a bool a checkbox.
+    ``(min, max)`` or ``(min, max, step)`` tuple gives a slider, a bool a checkbox, a string a
+    text box (updated on Enter), and any ipywidgets control is used as it is.
     Returns nothing (so that Jupyter does not echo the default view a second time).
     """
-    defaults = {name: _default(c) for name, c in controls.items()}
-    result = render(**defaults)
-    _show(result)
-    if interactive:
-        try:
-            import ipywidgets as w
-        except ImportError:  # the course still works without widgets
-            print("(ipywidgets is not installed: showing the default view only)")
-            return None
+    view = View(getattr(render, "__name__", "view"), render, {n: _default(c) for n, c in controls.items()})
+    VIEWS.append(view)
+    _show(view.update())
+    if not interactive:
+        return None
+    try:
+        import ipywidgets as w
+        from IPython.display import display
+    except ImportError:  # the course still works without widgets
+        print("(ipywidgets is not installed: showing the default view only)")
+        return None
+    for name, c in controls.items():
+        if isinstance(c, w.Widget):
+            view.controls[name] = c
+        elif isinstance(c, str):
+            view.controls[name] = w.Text(value=c, description=name, continuous_update=False,
+                                         layout=w.Layout(width="90%"))
+        else:
+            control = w.interactive.widget_from_abbrev(c)
+            control.description = name
+            view.controls[name] = control
+    out = w.Output()
 
-        def view(**kwargs):
-            _show(render(**kwargs))
+    def refresh(change=None):
+        result = view.update(**{n: c.value for n, c in view.controls.items()})
+        out.clear_output(wait=True)
+        with out:
+            _show(result)
 
-        w.interact(view, **{k: (w.fixed(v) if not isinstance(v, (list, tuple, bool, w.Widget)) else v)
-                            for k, v in controls.items()})
+    for c in view.controls.values():
+        c.observe(refresh, names="value")
+    display(w.VBox([*view.controls.values(), out]))
+    refresh()
     return None
 
 
@@ -63,3 +148,53 @@ def toggles(options, description: str = ""):
     except ImportError:
         return list(options)
     return w.ToggleButtons(options=list(options), description=description)
+
+
+def text(value: str = "", description: str = "", placeholder: str = ""):
+    """A text box the view reads when Enter is pressed (the default text when ipywidgets is missing)."""
+    try:
+        import ipywidgets as w
+    except ImportError:
+        return value
+    return w.Text(value=value, description=description, placeholder=placeholder, continuous_update=False,
+                  layout=w.Layout(width="90%"))
+
+
+# --------------------------------------------------------------------------- driving views (tests)
+def _other_values(control) -> list:
+    """Values to set a control to, other than its current one: every other option of a
+    dropdown or toggle (at most 3), a slider's ends, for a text box a sentence with an unknown
+    word and an empty one (bad input the view must name)."""
+    value = control.value
+    options = getattr(control, "options", None)
+    if options is not None:
+        labels = [o[1] if isinstance(o, tuple) else o for o in options]
+        return [o for o in labels if o != value][:3]
+    if hasattr(control, "max") and hasattr(control, "min"):
+        return [v for v in (control.max, control.min) if v != value]
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, str):
+        return [value + " zzzq", "   "]
+    return []
+
+
+def exercise(views: list[View] | None = None) -> list[dict]:
+    """Set every control of every view through ipywidgets to other values in turn and record
+    what the view showed: ``[{view, control, value, changed, error, text, seconds}]``."""
+    report = []
+    for view in VIEWS if views is None else views:
+        for name, control in view.controls.items():
+            start = control.value
+            for value in _other_values(control):
+                before = view.last
+                control.value = value             # the observer renders, as a click or Enter would
+                report.append({"view": view.name, "control": name, "value": value, "changed": view.last != before,
+                               "error": view.last.startswith("⚠"), "text": view.last,
+                               "seconds": view.seconds[-1]})
+            control.value = start
+    return report
+
+
+def escape(text: str) -> str:
+    return _html.escape(str(text))
