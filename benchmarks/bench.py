@@ -97,6 +97,35 @@ def peak_memory(fn) -> int:
     return saved_bytes(fn)
 
 
+def widget_latency(task, dev, repeats: int = 5) -> dict:
+    """Median seconds of one re-render of each kind of live view (nbsupport.views.live), with a
+    model of the lab profile's toy size: what a student waits for after a click."""
+    from nbsupport.views import live
+    sizes = nbs.profile("lab").toy_model
+    torch.manual_seed(0)
+    mc = lambda k=1: TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), n_latent=k, **sizes)
+    moe, base = Transformer(mc(4)).to(dev).eval(), Transformer(mc()).to(dev).eval()
+    sents = task.corpus.test.src
+    parts = dict(subject="dog", verb="sees", object="cat", place="near the river")
+    views = {
+        "latent_k4": lambda i: live.latent_view(moe, task.src_vocab, task.tgt_vocab, sents[i], z=i % 4),
+        "fixed_latent_8_sources": lambda i: live.fixed_latent_view(moe, task.src_vocab, task.tgt_vocab,
+                                                                   sents[i:i + 8], z=i % 4),
+        "beam_8": lambda i: live.beam_view(base, task.src_vocab, task.tgt_vocab, sents[i], beam=8),
+        "beam_64": lambda i: live.beam_view(base, task.src_vocab, task.tgt_vocab, sents[i], beam=64),
+        "beam_8_exact_500": lambda i: live.beam_view(base, task.src_vocab, task.tgt_vocab, sents[i], beam=8,
+                                                     exact_budget=500),
+        "sample_5": lambda i: live.sample_view(base, task.src_vocab, task.tgt_vocab, sents[i], temperature=1.0, seed=i),
+        "composed_with_latent_k4": lambda i: live.composed_view(
+            task.corpus, lambda src: live.latent_view(moe, task.src_vocab, task.tgt_vocab, src["src"], z=i % 4), **parts),
+    }
+    out = {}
+    for name, view in views.items():
+        view(0)                                          # untimed
+        out[name] = statistics.median(_timed(lambda: view(i)) for i in range(1, repeats + 1))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--size", choices=list(SIZES), default="lab")
@@ -173,6 +202,11 @@ def main(argv=None) -> int:
         raw[f"fused_loss_{label}_bytes"] = peak_memory(fused)
         ratios[f"fused_loss_peak_mem_over_plain_{label}"] = raw[f"fused_loss_{label}_bytes"] / raw[f"plain_loss_{label}_bytes"]
 
+    # f. widget interactions (issue 16): seconds per re-render of each kind of live view, at the lab
+    # profile's toy model size (untrained, so every hypothesis runs to the length cap: the slow case)
+    latency = widget_latency(task, dev, repeats=5 if args.size == "lab" else 2)
+    raw.update({f"widget_{k}_s": v for k, v in latency.items()})
+
     device = (torch.cuda.get_device_name(0) if dev.type == "cuda"
               else f"CPU {platform.machine()}, {torch.get_num_threads()} threads")
     memory_kind = "CUDA max_memory_allocated" if dev.type == "cuda" else "bytes autograd saves for backward"
@@ -183,6 +217,9 @@ def main(argv=None) -> int:
     (folder / "results.json").write_text(json.dumps(out, indent=2))
     lines = [f"Measured on {device} (torch {torch.__version__}, size {args.size}; memory: {memory_kind}).", "",
              "| ratio | value |", "| --- | --- |"] + [f"| {k} | {v:.2f} |" for k, v in ratios.items()]
+    lines += ["", "Widget interaction latency (median seconds per re-render, lab toy model size, untrained: "
+              "every hypothesis runs to the length cap; the target is 0.3 s, an exact search may take its budget):",
+              "", "| view | seconds |", "| --- | --- |"] + [f"| {k} | {v:.3f} |" for k, v in latency.items()]
     (folder / "results.md").write_text("\n".join(lines) + "\n")
     import matplotlib
     matplotlib.use("Agg")

@@ -342,8 +342,9 @@ def translate(model, src_vocab, tgt_vocab, sentences: Sequence[str], method: str
 @torch.no_grad()
 def token_scores(model, src, hyps: Sequence[Sequence[int]], z: torch.Tensor | int | None = None) -> list[list[float]]:
     """The log score of every token of ``hyps[i]`` (token ids, as :func:`generate` returns them)
-    given source row i and the tokens before it: teacher forcing through the model's stepper,
-    so any family works (``z``: its latent value, as in :func:`generate`). Their sum is the
+    given source row i and the tokens before it: teacher forcing (``model.score_tokens``: one
+    pass for a Transformer, the stepper position by position for any other family; ``z``: the
+    latent value, as in :func:`generate`). Their sum is the
     hypothesis' score; per token, they show *where* a model (or a latent value) prefers it."""
     model.eval()
     first = src if torch.is_tensor(src) else src[0]
@@ -351,13 +352,7 @@ def token_scores(model, src, hyps: Sequence[Sequence[int]], z: torch.Tensor | in
         raise ValueError(f"one hypothesis per source row: {first.shape[0]} rows, {len(hyps)} hypotheses")
     if any(len(h) == 0 for h in hyps):
         raise ValueError("a hypothesis is empty: it has no tokens to score (an EOS at least)")
-    stepper = model.stepper(src, as_latent(z, first.shape[0], first.device))
     steps = max(map(len, hyps))
     tokens = torch.tensor([list(h) + [PAD] * (steps - len(h)) for h in hyps], device=first.device)
-    prefix = torch.full((len(hyps), 1), BOS, dtype=torch.long, device=first.device)
-    scores = []
-    for t in range(steps):
-        scores.append(stepper(prefix).gather(1, tokens[:, t:t + 1]).squeeze(1))
-        prefix = torch.cat([prefix, tokens[:, t:t + 1]], dim=1)
-    table = torch.stack(scores, dim=1).cpu().tolist()
+    table = model.score_tokens(src, tokens, as_latent(z, first.shape[0], first.device)).cpu().tolist()
     return [row[:len(h)] for row, h in zip(table, hyps)]

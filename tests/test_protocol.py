@@ -209,3 +209,15 @@ def test_a_new_family_needs_its_module_and_one_registry_line(monkeypatch):
     again, _ = train_or_load("bigram", BigramConfig(V, V), TrainConfig(epochs=30, max_tokens=64, lr=0.3, warmup=1),
                              {"chain": 1}, data, data, "cpu", progress=False)
     assert torch.equal(again.table.weight, model.table.weight)        # from the cache
+
+
+@pytest.mark.parametrize("output", ["softmax", "scones"])
+def test_the_transformers_one_pass_token_scores_equal_the_steppers(output):
+    """Transformer.score_tokens (one teacher-forced pass) against the protocol's default (the
+    stepper, one position at a time, with its key/value cache)."""
+    torch.manual_seed(0)
+    model = registry.build(transformer_cfg(3, output)).eval()
+    src = torch.randint(4, V, (3, 5))
+    tokens = torch.tensor([[5, 6, 7, EOS], [8, EOS, 0, 0], [4, 4, 9, EOS]])
+    z = torch.tensor([0, 2, 1])
+    assert torch.allclose(model.score_tokens(src, tokens, z), Family.score_tokens(model, src, tokens, z), atol=1e-5)

@@ -181,12 +181,6 @@ class MixtureModel(nn.Module, Family):
         return -torch.logsumexp(self.log_joint(src, tgt_in, tgt_out), dim=1)
 
     # ------------------------------------------------------------------ the protocol (.protocol)
-    @classmethod
-    def build(cls, config: TransformerConfig, options: MixtureConfig) -> "MixtureModel":
-        if not isinstance(options, MixtureConfig):
-            raise TypeError(f"a mixture is built from a MixtureConfig, got {type(options).__name__}")
-        return cls(config, options)
-
     @staticmethod
     def cache_key(options: MixtureConfig) -> dict:
         return {"mixture": options.name + "/" + options.dropout_in}

@@ -14,6 +14,7 @@ cfg)``                                the latent value chosen per sentence, or N
 ``stepper(src, z, use_cache)``        the decoders' stepping interface (:mod:`nbsupport.decode`)
 ``hypotheses(src, k, method,          k hypotheses per source (token ids), by the family's
 **options)``                          own method or any decoding method of ``decode``
+``score_tokens(src, tokens, z)``      per-token log scores of given targets (teacher forcing)
 ``cost()``                            what one step costs, for the smoke run's projection
 ====================================  ==================================================
 
@@ -61,9 +62,9 @@ class Family:
 
     @classmethod
     def build(cls, config, options=None):
-        if options is not None:
-            raise ValueError(f"the {cls.family} family takes no options, got {options!r}")
-        return cls(config)
+        """The model of ``config`` (and the family's ``options``, when it has them: the registry
+        passes them only to the family their type selects)."""
+        return cls(config) if options is None else cls(config, options)
 
     @staticmethod
     def cache_key(options) -> dict:
@@ -95,6 +96,20 @@ class Family:
                                  f"{self.config.n_latent}, got {k}")
             return generate(self, src, method, **options)
         return generate(self, src, method, n=k, **options)
+
+    @torch.no_grad()
+    def score_tokens(self, src, tokens: torch.Tensor, z=None) -> torch.Tensor:
+        """(B, T) log scores of ``tokens`` (B, T; padded after EOS) given the source and the tokens
+        before each: by default through the stepper, one position at a time (a family with a
+        parallel decoder overrides it with one pass)."""
+        from ..data.vocab import BOS
+        stepper = self.stepper(src, z)
+        prefix = torch.full((tokens.shape[0], 1), BOS, dtype=torch.long, device=tokens.device)
+        scores = []
+        for t in range(tokens.shape[1]):
+            scores.append(stepper(prefix).gather(1, tokens[:, t:t + 1]).squeeze(1))
+            prefix = torch.cat([prefix, tokens[:, t:t + 1]], dim=1)
+        return torch.stack(scores, dim=1)
 
     def cost(self) -> Cost:
         return Cost(self)

@@ -138,12 +138,6 @@ class TargetConditionedTransformer(Transformer):
         return loss, scores.argmax(dim=-1).detach(), frozen
 
     # ------------------------------------------------------------------ the protocol (.protocol)
-    @classmethod
-    def build(cls, config: TransformerConfig, options: ConditioningConfig) -> "TargetConditionedTransformer":
-        if not isinstance(options, ConditioningConfig):
-            raise TypeError(f"target conditioning is built from a ConditioningConfig, got {type(options).__name__}")
-        return cls(config, options)
-
     @staticmethod
     def cache_key(options: ConditioningConfig) -> dict:
         # lam is on the paper's scale (summed NLL) since issue 14: models of the per-token lam retrain

@@ -325,6 +325,15 @@ class Transformer(nn.Module, Family):
             return model_objective(self, logits, tgt_out, alpha=cfg.scones_alpha, reduction="none").sum(dim=1)
         return self.sentence_nll(logits, tgt_out)
 
+    @torch.no_grad()
+    def score_tokens(self, src, tokens: torch.Tensor, z=None) -> torch.Tensor:
+        """(B, T) log scores of ``tokens`` in one teacher-forced pass (what the stepper would give
+        one position at a time)."""
+        self.check_latent(z, src.shape[0])
+        memory, mask = self.encode(src)
+        logits = self.decode(shift_right(tokens), memory, mask, z)
+        return self.log_scores(logits).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
     def stepper(self, src, z=None, use_cache: bool = True) -> "TransformerStepper":
         return TransformerStepper(self, src, z, use_cache)
 

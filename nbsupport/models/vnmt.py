@@ -85,10 +85,6 @@ class VariationalNMT(nn.Module, Family):
         return nll + kl
 
     # ------------------------------------------------------------------ the protocol (.protocol)
-    @classmethod
-    def build(cls, config: TransformerConfig, options: VNMTConfig | None = None) -> "VariationalNMT":
-        return cls(config, options)
-
     @staticmethod
     def cache_key(options: VNMTConfig | None) -> dict:
         return {"vnmt": non_default(options or VNMTConfig())}

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import torch
+
 from ..data.batching import pad_batch
 from ..data.vocab import EOS
 from ..decode import MAX_LEN_A, MAX_LEN_B, as_latent, beam_search, generate, max_lengths, token_scores
@@ -118,8 +120,8 @@ def latent_view(model, src_vocab, tgt_vocab, sentence: str, z: int = 0, referenc
     src = source_tensor([sentence], src_vocab, model)
     ids = model.hypotheses(src, k, "latent_greedy")[0]
     hyps = [tgt_vocab.decode(h) for h in ids]
-    per_value = [token_scores(model, src, [ids[z]], z=v)[0] for v in range(k)]
-    totals = [f"{sum(token_scores(model, src, [ids[v]], z=v)[0]):.2f}" for v in range(k)]
+    per_value, own = _scores_under_each_latent(model, src, ids, z)
+    totals = [f"{sum(s):.2f}" for s in own]
     parts = [_line("source:", sentence)]
     if references:
         parts.append(compare_table([f"reference {i}" for i in range(len(references))], list(references),
@@ -131,6 +133,18 @@ def latent_view(model, src_vocab, tgt_vocab, sentence: str, z: int = 0, referenc
                             title=f"log p of each token of {name}={z}'s hypothesis under every {name}: "
                                   f"where row {z} is dark and the others pale, that word is {name}={z}'s choice"))
     return page(*parts)
+
+
+def _scores_under_each_latent(model, src, ids, z: int):
+    """Per-token log scores of hypothesis ``ids[z]`` under every latent value, and of each
+    ``ids[v]`` under its own value v: two batched passes (rows = latent values), or one latent
+    value at a time for a mixture of independent experts (whose stepper takes one z per batch)."""
+    k = len(ids)
+    if len(set(map(id, getattr(model, "experts", [None])))) > 1:
+        return ([token_scores(model, src, [ids[z]], z=v)[0] for v in range(k)],
+                [token_scores(model, src, [ids[v]], z=v)[0] for v in range(k)])
+    rows, zs = src.repeat(k, 1), torch.arange(k, device=src.device)
+    return token_scores(model, rows, [ids[z]] * k, z=zs), token_scores(model, rows, ids, z=zs)
 
 
 def fixed_latent_view(model, src_vocab, tgt_vocab, sentences: Sequence[str], z: int = 0, name: str = "z"):

@@ -162,11 +162,15 @@ def text(value: str = "", description: str = "", placeholder: str = ""):
 
 # --------------------------------------------------------------------------- driving views (tests)
 def _other_values(control) -> list:
-    """Values to set a control to, other than its current one: every other option of a
-    dropdown or toggle (at most 3), a slider's ends, for a text box a sentence with an unknown
-    word and an empty one (bad input the view must name)."""
+    """Values to set a control to, other than its current one: up to 3 other options of a
+    dropdown or toggle, a slider's ends, a checkbox's other state; for a text box (or a
+    combobox, after one of its suggestions) bad input the view must name: the text with an
+    unknown word, then only spaces."""
     value = control.value
+    bad_text = [f"{value} zzzq", "   "]
     options = getattr(control, "options", None)
+    if type(control).__name__ == "Combobox":
+        return [o for o in options if o != value][:1] + bad_text
     if options is not None:
         labels = [o[1] if isinstance(o, tuple) else o for o in options]
         return [o for o in labels if o != value][:3]
@@ -175,7 +179,7 @@ def _other_values(control) -> list:
     if isinstance(value, bool):
         return [not value]
     if isinstance(value, str):
-        return [value + " zzzq", "   "]
+        return bad_text
     return []
 
 
