@@ -10,7 +10,7 @@ DATA_STAMP := data/.prepared-stamp
 # papermill and JupyterLab find the venv's own python3 kernel first; nothing is registered globally.
 export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
 
-.PHONY: setup data test notebooks lab test-kernels bench strip clean smoke-full
+.PHONY: setup data test notebooks lab test-kernels test-browser bench strip clean smoke-full
 
 setup: $(STAMP)
 
@@ -47,6 +47,15 @@ test-kernels: data
 # One notebook: make smoke-full NOTEBOOKS=notebooks/06_scones_beam_curse.ipynb
 smoke-full: data
 	NBS_BUILD=$(CURDIR)/build/smoke-full $(PY) -c 'import sys, nbsupport.smoke as s; sys.exit(s.main(sys.argv[1:]))' $(NOTEBOOKS)
+
+# JupyterLab in headless Chromium (Debian's `chromium`, driven by playwright from PyPI; no browser
+# download): every notebook at ci, Run All, each widget clicked or typed into; screenshots and what
+# each step showed in build/screenshots/. Not part of `make test`. One notebook: make test-browser K=02_hard
+CHROMIUM ?= $(firstword $(NBS_CHROMIUM) $(wildcard /usr/lib/chromium/chromium) $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
+test-browser: data
+	@test -n "$(CHROMIUM)" || { echo "make test-browser needs Chromium: apt-get install chromium (or NBS_CHROMIUM=/path/to/chromium)"; exit 1; }
+	$(PY) -m pip install --quiet -e '.[dev,browser]'
+	NBS_CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/browser -m browser $(if $(K),-k '$(K)')
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench.py --size lab

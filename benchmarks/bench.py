@@ -100,7 +100,7 @@ def peak_memory(fn) -> int:
 def widget_latency(task, dev, repeats: int = 5) -> dict:
     """Median seconds of one re-render of each kind of live view (nbsupport.views.live), with a
     model of the lab profile's toy size: what a student waits for after a click."""
-    from nbsupport.views import live
+    from nbsupport.views import live, widgets
     sizes = nbs.profile("lab").toy_model
     torch.manual_seed(0)
     mc = lambda k=1: TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), n_latent=k, **sizes)
@@ -121,8 +121,9 @@ def widget_latency(task, dev, repeats: int = 5) -> dict:
     }
     out = {}
     for name, view in views.items():
-        view(0)                                          # untimed
-        out[name] = statistics.median(_timed(lambda: view(i)) for i in range(1, repeats + 1))
+        with widgets.interaction_threads():              # as nbs.widgets.explore renders
+            view(0)                                      # untimed
+            out[name] = statistics.median(_timed(lambda: view(i)) for i in range(1, repeats + 1))
     return out
 
 

@@ -83,20 +83,19 @@ def render_function(notebook: str, name: str) -> str:
 
 
 def test_notebook_06_render_beam_scores_on_the_model_device(checking):
-    """Notebook 06's beam widget built its source with torch.tensor([...]) on the CPU and handed it
-    to a model on the GPU; its default view, run on stand-in results, must pass the checker."""
+    """Notebook 06's beam widget once built its source with torch.tensor([...]) on the CPU and
+    handed it to a model on the GPU; its live view (beam search, the empty translation, exact
+    search), run on stand-in models, must pass the checker."""
     sentences = ["a b c", "d e"]
     vocab = WordVocab.build(sentences)
-    task = types.SimpleNamespace(src_vocab=vocab, corpus=types.SimpleNamespace(
+    task = types.SimpleNamespace(src_vocab=vocab, tgt_vocab=vocab, corpus=types.SimpleNamespace(
         test=types.SimpleNamespace(src=sentences, refs=[[s] for s in sentences])))
-    model = tiny_model()
-    toks = [5, 6, nbs.data.vocab.EOS]
-    namespace = {"nbs": nbs, "torch": torch, "device": DEVICE, "beams": [1, 4], "tasks": {"high": task, "low": task},
-                 "models": {("high", "softmax"): model},
-                 "sweeps": {("high", "softmax"): {b: {"tokens": [toks], "hyps": ["x y"]} for b in (1, 4)}}}
+    namespace = {"nbs": nbs, "torch": torch, "device": DEVICE, "tasks": {"high": task, "low": task},
+                 "models": {("high", "softmax"): tiny_model(), ("high", "scones_0.2"): tiny_model()},
+                 "live_sources": sentences, "BUDGETS": [100, 0, 1000], "TITLE": {"high": "high", "low": "low"}}
     exec(render_function("06_scones_beam_curse.ipynb", "render_beam"), namespace)
-    text = namespace["render_beam"]()
-    assert "2 tokens, log score -" in text
+    html = namespace["render_beam"]().data
+    assert html.count("the empty translation (EOS first):") == 2 and "exact search:" in html
 
 
 def test_packed_lstm_sources_pass_and_host_sources_fail(checking):

@@ -189,3 +189,73 @@ def test_bad_input():
         m.encode(sources(1))
     with pytest.raises(ValueError, match="unknown system"):
         nbs.multisource.MultiSourceData("toy", None, {}, None, 0, {}, {}, {}).langs("xx")
+
+
+# ---- issue 16: live translation and attention maps of any sources (notebook 01's widgets)
+@pytest.fixture(scope="module")
+def tiny_trilingual():
+    """The trilingual toy at a tiny size with untrained (seeded) systems: the lesson functions
+    must agree with the batched decoders whatever the weights."""
+    from nbsupport.data.synthetic import ToyConfig, toy_trilingual
+    from nbsupport.data.vocab import WordVocab
+    corpus = toy_trilingual(ToyConfig(n_styles=1, n_train=200, n_dev=10, n_test=10, seed=0))
+    vocabs = {lang: WordVocab.build(corpus.train.sources[lang]) for lang in corpus.train.sources}
+    tgt = WordVocab.build(r for rs in corpus.train.refs for r in rs)
+    data = nbs.multisource.MultiSourceData("toy", corpus, vocabs, tgt, 0, {}, {}, {})
+    systems = {}
+    for name in ("fr.attn", "fr+de.attn_basic", "fr+de.basic"):
+        torch.manual_seed(1)
+        langs = data.langs(name)
+        _, combiner, attention = nbs.multisource.SYSTEMS[name]
+        systems[name] = MultiSourceLSTM(LSTMConfig(tuple(len(vocabs[l]) for l in langs), len(tgt), d_model=16, layers=1,
+                                                   dropout=0.0, combiner=combiner, attention=attention, window=3)).eval()
+    return data, systems
+
+
+@pytest.mark.parametrize("system", ["fr.attn", "fr+de.attn_basic"])
+def test_attention_maps_of_source_strings_are_those_of_the_batched_test_set(tiny_trilingual, system):
+    """attention_maps_of(strings) gives the test set's greedy output (decoded in one padded batch by
+    multisource.translate) and, row by row, the attention weights of a teacher-forced padded batch
+    of three test sentences; attention_maps(index) is the same for a test index."""
+    data, systems = tiny_trilingual
+    model, test, langs = systems[system], data.corpus.test, data.langs(system)
+    batched = nbs.multisource.translate(model, data, system, "test", beam=1)
+    idx = [2, 5, 7]
+    srcs = tuple(nbs.data.batching.pad_batch([data.vocabs[l].encode(test.sources[l][i]) for i in idx]) for l in langs)
+    outs = [nbs.decode.generate(model, tuple(s[j:j + 1, :int((s[j] != PAD).sum())] for s in srcs), "greedy")[0][0]
+            for j in range(3)]
+    tgt = nbs.data.batching.pad_batch(outs)
+    with torch.no_grad():
+        memory, _ = model.encode(srcs)
+        _, maps = model.decode(shift_right(tgt), memory, return_attention=True)
+    for j, i in enumerate(idx):
+        got = nbs.multisource.attention_maps_of(model, data, system, {l: test.sources[l][i] for l in langs})
+        assert got["text"] == batched[i]
+        assert got == nbs.multisource.attention_maps(model, data, system, i)
+        for k, src in enumerate(got["sources"]):
+            n = int((srcs[k][j] != PAD).sum())
+            want = maps[k][j, :len(outs[j]), :n]
+            want = want.flip(-1) if model.config.reverse_source else want
+            assert src["tokens"] == [data.vocabs[langs[k]].decode([t]) or "</s>" for t in srcs[k][j, :n].tolist()]
+            assert torch.allclose(torch.tensor(src["weights"]), want, atol=1e-5)
+
+
+def test_translation_html_is_the_live_decoding_and_names_bad_input(tiny_trilingual):
+    data, systems = tiny_trilingual
+    test = data.corpus.test
+    for system in ("fr+de.basic", "fr+de.attn_basic"):
+        sources = {l: test.sources[l][3] for l in ("xa", "xb")}
+        html = nbs.multisource.translation_html(systems[system], data, system, sources, beam=4)
+        ids = nbs.decode.generate(systems[system], nbs.multisource.source_tensors(systems[system], data, system, sources),
+                                  "beam", beam=4)[0][0]
+        assert f"<b>{nbs.widgets.escape(data.tgt_vocab.decode(ids))}</b>" in html and "beam 4" in html
+        assert ("attention on source xb" in html) == (system == "fr+de.attn_basic")
+    with pytest.raises(ValueError, match="xb.*'zzzq'"):
+        nbs.multisource.attention_maps_of(systems["fr+de.attn_basic"], data, "fr+de.attn_basic",
+                                          {"xa": test.sources["xa"][0], "xb": "zzzq " + test.sources["xb"][0]})
+    with pytest.raises(ValueError, match="no source given for xb"):
+        nbs.multisource.translation_html(systems["fr+de.basic"], data, "fr+de.basic", {"xa": test.sources["xa"][0]})
+    with pytest.raises(ValueError, match="empty"):
+        nbs.multisource.translation_html(systems["fr.attn"], data, "fr.attn", {"xa": "  "})
+    with pytest.raises(ValueError, match="no attention"):
+        nbs.multisource.attention_maps_of(systems["fr+de.basic"], data, "fr+de.basic", sources)

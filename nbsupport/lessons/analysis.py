@@ -125,7 +125,19 @@ def estep_flips(model, src, tgt_in, tgt_out, p: float, seed: int = 0) -> dict:
     """Seed 000 Fig. 3 / Shen Fig. 4: how often dropout p changes the E-step's argmin z.
     Returns the flip rate, the mean NLL gap between the best and second-best latent (no
     dropout), and the mean absolute change dropout makes to a sentence's NLL."""
+    clean, noisy = estep_with_dropout(model, src, tgt_in, tgt_out, p, seed)
+    two = clean.topk(2, dim=1, largest=False).values
+    return {"flip_rate": float((clean.argmin(1) != noisy.argmin(1)).float().mean()),
+            "gap": float((two[:, 1] - two[:, 0]).mean()), "noise": float((noisy - clean).abs().mean())}
+
+
+def estep_with_dropout(model, src, tgt_in, tgt_out, p: float, seed: int = 0):
+    """One E-step twice: every latent value's sentence NLL (B, K) without dropout and with
+    dropout ``p`` (seeded); the model's own dropout is restored. The argmin of each row is the
+    E-step's choice: where the two differ, dropout flipped it (:func:`estep_flips`)."""
     import torch
+    if not 0 <= p < 1:
+        raise ValueError(f"the dropout probability p must be in [0, 1), got {p!r}")
     old = [(m, getattr(m, "p", None), getattr(m, "dropout", None)) for m in model.modules()]
     with torch.no_grad():
         model.eval()
@@ -142,9 +154,7 @@ def estep_flips(model, src, tgt_in, tgt_out, p: float, seed: int = 0) -> dict:
             m.p = mp
         if isinstance(md, float):
             m.dropout = md
-    two = clean.topk(2, dim=1, largest=False).values
-    return {"flip_rate": float((clean.argmin(1) != noisy.argmin(1)).float().mean()),
-            "gap": float((two[:, 1] - two[:, 0]).mean()), "noise": float((noisy - clean).abs().mean())}
+    return clean, noisy
 
 
 def sample_sentences(data, n: int, seed: int, device="cpu"):
@@ -158,3 +168,20 @@ def sample_sentences(data, n: int, seed: int, device="cpu"):
     idx = random.Random(seed).sample(range(len(data)), n)
     tgt = pad_batch([data.tgt[i] for i in idx]).to(device)
     return pad_batch([data.src[i] for i in idx]).to(device), shift_right(tgt), tgt
+
+
+# --------------------------------------------------------------------------- live views of the latent (02, 04, 05)
+def references_of(test, sentence: str) -> list[str]:
+    """The references of ``sentence`` when it is a source of ``test`` (its first occurrence,
+    spaces normalised), else none: a sentence the student wrote has no references."""
+    key = " ".join(str(sentence).split())
+    for src, refs in zip(test.src, test.refs):
+        if " ".join(src.split()) == key:
+            return list(refs)
+    return []
+
+
+LABEL_MEANING = {"D1": "D1, one expert trained: the other experts' rows decode badly",
+                 "D2": "D2, latent ignored: the experts write (nearly) the same sentence",
+                 "ok": "neither D1 nor D2: each expert writes its own good translation",
+                 "mixed": "its seeds got different labels"}

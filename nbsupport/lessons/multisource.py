@@ -148,23 +148,50 @@ def evaluate_system(model: MultiSourceLSTM, data: MultiSourceData, system: str, 
     return res
 
 
+def source_tensors(model: MultiSourceLSTM, data: MultiSourceData, system: str, sources: dict) -> tuple:
+    """One source sentence per language of ``system`` (``sources``: language code -> text, e.g.
+    ``{"xa": ..., "xb": ...}``) as the tuple of (1, length) tensors the model reads; a missing
+    language, an empty text, a word the model cannot encode or a too long text is a ValueError
+    naming it (:func:`nbsupport.views.live.source_ids`)."""
+    from ..views.live import source_ids
+    langs = data.langs(system)
+    missing = [l for l in langs if l not in sources]
+    if missing:
+        raise ValueError(f"system {system!r} reads {', '.join(langs)}: no source given for {', '.join(missing)}")
+    device = next(model.parameters()).device
+    ids = []
+    for lang in langs:
+        try:
+            ids.append(source_ids(sources[lang], data.vocabs[lang], model.config.max_len))
+        except ValueError as err:
+            raise ValueError(f"source {lang}: {err}") from None
+    return tuple(torch.tensor([i], device=device) for i in ids)
+
+
+def decode_sources(model: MultiSourceLSTM, data: MultiSourceData, system: str, sources: dict, beam: int = 1) -> list[int]:
+    """The token ids of the model's translation of one set of sources (greedy for beam 1, else
+    the 1-best of beam search), decoded there and then."""
+    srcs = source_tensors(model, data, system, sources)
+    return generate(model, srcs, "greedy" if beam == 1 else "beam", beam=beam)[0][0]
+
+
 @torch.no_grad()
-def attention_maps(model: MultiSourceLSTM, data: MultiSourceData, system: str, index: int, split: str = "test"):
-    """Figure 5: for one example, the model's greedy output and per source the attention
-    weights a_t(s) (output tokens x source tokens, in reading order)."""
+def attention_maps_of(model: MultiSourceLSTM, data: MultiSourceData, system: str, sources: dict, beam: int = 1):
+    """Figure 5 for any sources (language code -> text): the model's output (greedy, or the
+    1-best of a beam) and per source the attention weights a_t(s) that produced it (output
+    tokens x source tokens, in reading order)."""
     if model.config.attention == "none":
         raise ValueError(f"system {system!r} has no attention")
     model.eval()
-    device = next(model.parameters()).device
     langs = data.langs(system)
-    s = data.corpus.split(split)
-    srcs = tuple(torch.tensor([data.vocabs[l].encode(s.sources[l][index])], device=device) for l in langs)
-    out = generate(model, srcs, "greedy")[0][0]
-    tgt = torch.tensor([out], device=device)
+    srcs = source_tensors(model, data, system, sources)
+    out = generate(model, srcs, "greedy" if beam == 1 else "beam", beam=beam)[0][0]
+    tgt = torch.tensor([out], device=srcs[0].device)
     tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)   # BOS + output
     memory, _ = model.encode(srcs)
     _, maps = model.decode(tgt_in, memory, return_attention=True)
-    result = {"output": [data.tgt_vocab.decode([t]) or "</s>" for t in out], "sources": []}
+    result = {"output": [data.tgt_vocab.decode([t]) or "</s>" for t in out], "text": data.tgt_vocab.decode(out),
+              "sources": []}
     for lang, src, a in zip(langs, srcs, maps):
         ids = src[0].tolist()
         weights = a[0].cpu()
@@ -173,6 +200,49 @@ def attention_maps(model: MultiSourceLSTM, data: MultiSourceData, system: str, i
         result["sources"].append({"lang": lang, "tokens": [data.vocabs[lang].decode([t]) or "</s>" for t in ids],
                                   "weights": weights.tolist()})
     return result
+
+
+def attention_maps(model: MultiSourceLSTM, data: MultiSourceData, system: str, index: int, split: str = "test"):
+    """Figure 5 for example ``index`` of a split: :func:`attention_maps_of` its sources."""
+    s = data.corpus.split(split)
+    if not 0 <= index < len(s):
+        raise ValueError(f"index must be in 0..{len(s) - 1}, got {index}")
+    return attention_maps_of(model, data, system, {l: s.sources[l][index] for l in data.langs(system)})
+
+
+def attention_html(maps: dict) -> str:
+    """Figure 5 as HTML tables, one per source: rows the output tokens, columns the source's
+    tokens in reading order, each cell's weight printed and shaded (darker = larger). (A
+    generic weight heat map: it could move to nbsupport.views.live.)"""
+    from ..views.widgets import escape
+    tables = []
+    for src in maps["sources"]:
+        head = "".join(f"<th>{escape(t)}</th>" for t in ["", *src["tokens"]])
+        rows = []
+        for out, ws in zip(maps["output"], src["weights"]):
+            cells = "".join(f"<td style='background:rgb({int(255 - 200 * w)},{int(255 - 200 * w)},{int(255 - 200 * w)});"
+                            f"color:{'white' if w > 0.5 else 'black'}'>{w:.2f}</td>" for w in ws)
+            rows.append(f"<tr><td>{escape(out)}</td>{cells}</tr>")
+        tables.append(f"<table class='nbs-live' style='display:inline-table;margin-right:16px'>"
+                      f"<caption style='text-align:left'>attention on source {escape(src['lang'])} (reading order)"
+                      f"</caption><tr>{head}</tr>{''.join(rows)}</table>")
+    return "".join(tables)
+
+
+def translation_html(model: MultiSourceLSTM, data: MultiSourceData, system: str, sources: dict, beam: int = 1) -> str:
+    """What ``system`` answers for ``sources`` (language code -> text), decoded live: its
+    translation (greedy, or the 1-best of a beam), and for an attention system the attention
+    weights of each source behind every output token."""
+    from ..views.widgets import escape
+    how = "greedy" if beam == 1 else f"beam {beam}"
+    langs = data.langs(system)
+    if model.config.attention == "none":
+        text = data.tgt_vocab.decode(decode_sources(model, data, system, sources, beam))
+        note = " (no attention: the decoder sees the sources only through the combined final states)"
+        return f"<b>{escape(system)}</b> reads {escape(' + '.join(langs))}, {how}: <b>{escape(text)}</b>{escape(note)}"
+    maps = attention_maps_of(model, data, system, sources, beam)
+    return (f"<b>{escape(system)}</b> reads {escape(' + '.join(langs))}, {how}: <b>{escape(maps['text'])}</b>"
+            f"<div>{attention_html(maps)}</div>")
 
 
 def merged_noun_accuracy(corpus: Corpus, hyps: list[str], split: str = "test") -> dict[str, float]:

@@ -97,7 +97,7 @@ def heat_table(row_labels: Sequence[str], columns: Sequence[str], values: Sequen
 
 def page(*parts: str):
     from IPython.display import HTML
-    return HTML(CSS + "".join(f"<div style='margin:4px 0'>{p}</div>" for p in parts))
+    return HTML(CSS + "".join(f"<div style='margin:4px 0; overflow-x:auto'>{p}</div>" for p in parts))
 
 
 def _line(label: str, text: str) -> str:

@@ -15,10 +15,11 @@ so that a test can set a control's value through ipywidgets and read what the vi
 """
 from __future__ import annotations
 
+import contextlib
 import html as _html
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 
 def _default(control):
@@ -58,14 +59,27 @@ def _show(result) -> None:
         return
     from IPython.display import display
     display(result)
-    if hasattr(result, "savefig"):      # a figure: closed once shown, so the inline backend does not draw it again
-        import matplotlib.pyplot as plt
-        plt.close(result)
+    _close(result)
 
 
 def error_view(err: Exception) -> str:
     """One line for an exception raised by a render function: its message, no traceback."""
     return f"⚠ {err}" if isinstance(err, (ValueError, TypeError, KeyError)) else f"⚠ {type(err).__name__}: {err}"
+
+
+@contextlib.contextmanager
+def interaction_threads(n: int = 1):
+    """Run a widget's re-render on ``n`` CPU threads (then restore the count). A view decodes one
+    sentence or a handful: too little work to split, and on a 2-core laptop two threads made the
+    live views of notebooks 02, 04 and 05 four to five times slower than one (measured on the
+    cached lab models, 40-210 ms on one thread, 190-1000 ms on two, with other work running)."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @dataclass
@@ -81,11 +95,12 @@ class View:
     seconds: list = field(default_factory=list)
 
     def update(self, **values):
-        """Render with ``values`` (the rest as last time); returns what to show."""
+        """Render with ``values`` (the rest as last time), on one CPU thread; returns what to show."""
         self.values = {**self.defaults, **self.values, **values}
         t0 = time.perf_counter()
         try:
-            result = self.render(**self.values)
+            with interaction_threads():
+                result = self.render(**self.values)
         except Exception as err:  # bad input: said in the view, never a traceback
             result = error_view(err)
         self.seconds.append(time.perf_counter() - t0)
@@ -96,48 +111,70 @@ class View:
 VIEWS: list[View] = []
 
 
+def _displayable(result):
+    """``result`` as an object ``display`` can show and later replace in place: text as plain text."""
+    if isinstance(result, str):
+        from IPython.display import Pretty
+        return Pretty(result)
+    return result
+
+
+def _close(result) -> None:
+    if hasattr(result, "savefig"):      # a figure: closed once shown, so the inline backend does not draw it again
+        import matplotlib.pyplot as plt
+        plt.close(result)
+
+
 def explore(render: Callable, interactive: bool = True, **controls):
     """Call ``render(**defaults)`` once and show it; then, if ``interactive``, attach widgets
-    whose every change renders again.
+    whose every change renders again and replaces that view in place (one view, always the
+    controls' current answer; a papermill run keeps the default view).
 
     Controls follow ipywidgets.interact's abbreviations: a list gives a dropdown, a
-    ``(min, max)`` or ``(min, max, step)`` tuple gives a slider, a bool a checkbox, a string a
-    text box (updated on Enter), and any ipywidgets control is used as it is.
+    ``(min, max)`` or ``(min, max, step)`` tuple gives a slider (starting at ``min``, the value
+    the default view shows), a bool a checkbox, a string a text box (updated on Enter), and
+    any ipywidgets control is used as it is.
     Returns nothing (so that Jupyter does not echo the default view a second time).
     """
     view = View(getattr(render, "__name__", "view"), render, {n: _default(c) for n, c in controls.items()})
     VIEWS.append(view)
-    _show(view.update())
-    if not interactive:
+    result = view.update()
+    widgets = None
+    if interactive:
+        try:
+            import ipywidgets as widgets
+        except ImportError:  # the course still works without widgets
+            print("(ipywidgets is not installed: showing the default view only)")
+    if widgets is None:
+        _show(result)
         return None
-    try:
-        import ipywidgets as w
-        from IPython.display import display
-    except ImportError:  # the course still works without widgets
-        print("(ipywidgets is not installed: showing the default view only)")
-        return None
+    from IPython.display import DisplayHandle, display
     for name, c in controls.items():
-        if isinstance(c, w.Widget):
+        if isinstance(c, widgets.Widget):
             view.controls[name] = c
         elif isinstance(c, str):
-            view.controls[name] = w.Text(value=c, description=name, continuous_update=False,
-                                         layout=w.Layout(width="90%"))
+            view.controls[name] = widgets.Text(value=c, description=name, continuous_update=False,
+                                               layout=widgets.Layout(width="90%"))
         else:
-            control = w.interactive.widget_from_abbrev(c)
+            control = widgets.interactive.widget_from_abbrev(c)
             control.description = name
+            control.value = view.defaults[name]          # a slider starts where the default view is
             view.controls[name] = control
-    out = w.Output()
+    display(widgets.VBox(list(view.controls.values())))
+    handle = DisplayHandle()               # the view, replaced in place by every change
+    handle.display(_displayable(result))
+    _close(result)
 
     def refresh(change=None):
-        result = view.update(**{n: c.value for n, c in view.controls.items()})
-        out.clear_output(wait=True)
-        with out:
-            _show(result)
+        # said at once (a display update reaches the browser while the kernel still works): an
+        # exact search may take its budget's time
+        handle.update(_displayable("⏳ the model is decoding ..."))
+        shown = view.update(**{n: c.value for n, c in view.controls.items()})
+        handle.update(_displayable(shown))
+        _close(shown)
 
     for c in view.controls.values():
         c.observe(refresh, names="value")
-    display(w.VBox([*view.controls.values(), out]))
-    refresh()
     return None
 
 
@@ -158,6 +195,35 @@ def text(value: str = "", description: str = "", placeholder: str = ""):
         return value
     return w.Text(value=value, description=description, placeholder=placeholder, continuous_update=False,
                   layout=w.Layout(width="90%"))
+
+
+def source_box(sentences: Sequence[str], description: str = "source"):
+    """One control for the source of a live view: a text box that suggests ``sentences`` (the
+    test sources; ipywidgets' Combobox): pick one, or write a sentence and press Enter. Starts
+    at the first sentence; without ipywidgets, that sentence (the default view)."""
+    if not sentences:
+        raise ValueError("source_box needs at least one sentence to start from")
+    try:
+        import ipywidgets as w
+    except ImportError:
+        return sentences[0]
+    return w.Combobox(value=sentences[0], options=list(dict.fromkeys(sentences)), ensure_option=False,
+                      continuous_update=False, description=description,
+                      placeholder="pick a test sentence, or write one and press Enter", layout=w.Layout(width="90%"))
+
+
+def slider(lo, hi, value, step=1, description: str = ""):
+    """A slider from ``lo`` to ``hi`` that starts at ``value`` (an int slider when all are
+    ints, else a float one); without ipywidgets, ``value`` (the default view)."""
+    if not lo <= value <= hi:
+        raise ValueError(f"the slider's value {value!r} is outside {lo}..{hi}")
+    try:
+        import ipywidgets as w
+    except ImportError:
+        return value
+    ints = all(isinstance(v, int) for v in (lo, hi, value, step))
+    return (w.IntSlider if ints else w.FloatSlider)(value=value, min=lo, max=hi, step=step, description=description,
+                                                    continuous_update=False)
 
 
 # --------------------------------------------------------------------------- driving views (tests)
