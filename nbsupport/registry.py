@@ -81,19 +81,6 @@ class Method:
     mixture: str | None = None        # a mixture's variant (MixtureConfig.from_name)
     about: str = ""
 
-    def model_options(self, k: int):
-        """The ``options`` a model of this method is built with (None for a plain config)."""
-        if self.family == "mixture":
-            return MixtureConfig.from_name(self.mixture)
-        if self.family == "vnmt":
-            return VNMTConfig()
-        if self.family == "target_conditioning":
-            return ConditioningConfig()
-        return None
-
-    def n_latent(self, k: int, dz: int = 16) -> int:
-        return {"K": k, "none": 1, "dz": dz}[self.latent]
-
     def decoding_options(self, k: int) -> dict:
         """The decoding options for K hypotheses: the beam methods search a beam of K."""
         beam = {"beam": k} if self.decoding in ("beam", "diverse_beam") else {}
@@ -128,10 +115,15 @@ def method(name: str) -> Method:
 def methods_for(model) -> list[str]:
     """The names of the methods that decode ``model``: its family's, with a latent variable
     when the model has one (K > 1) and none when it has not, and the model's output layer."""
+    return [name for name, m in METHODS.items() if _decodes(m, model)]
+
+
+def _decodes(m: Method, model) -> bool:
     k = model.config.n_latent
-    return [name for name, m in METHODS.items()
-            if m.family == model.family and m.output == getattr(model.config, "output", "softmax")
-            and not (m.latent == "K" and k < 2) and not (m.latent == "none" and k > 1)]
+    variant = getattr(getattr(model, "mixture", None), "name", None)
+    return (m.family == model.family and m.output == getattr(model.config, "output", "softmax")
+            and not (m.latent == "K" and k < 2) and not (m.latent == "none" and k > 1)
+            and (m.mixture is None or variant is None or m.mixture.split(".")[-1] == variant.split(".")[-1]))
 
 
 def hypotheses(name: str, model, src, k: int, **options) -> list[list[list[int]]]:
@@ -139,6 +131,9 @@ def hypotheses(name: str, model, src, k: int, **options) -> list[list[list[int]]
     m = method(name)
     if model.family != m.family:
         raise ValueError(f"method {name!r} decodes a {m.family} model, got a {model.family} model")
+    if not _decodes(m, model):
+        raise ValueError(f"method {name!r} does not decode this {model.family} model; the methods that do: "
+                         f"{', '.join(methods_for(model)) or 'none'}")
     return model.hypotheses(src, k, m.decoding, **{**m.decoding_options(k), **options})
 
 
@@ -149,6 +144,9 @@ def translate(name: str, model, src_vocab, tgt_vocab, sentences: Sequence[str], 
     from .decode import check_sentences
     from .data.batching import pad_batch
     sentences = check_sentences(sentences)
+    if getattr(model.config, "n_sources", 1) > 1:
+        raise ValueError("registry.translate reads one source language; a two-source model translates with "
+                         "nbs.multisource.translate (one vocabulary per source)")
     device = device or next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     out: list[list[str]] = []

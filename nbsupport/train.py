@@ -30,10 +30,9 @@ from tqdm.auto import tqdm
 
 from . import registry
 from .cache import atomic_path, key_hash, non_default
-from .data.batching import pad_batch, token_batches
+from .data.batching import pad_batch, shift_right, token_batches
 from .data.vocab import PAD
 from .models.protocol import Batch
-from .models.transformer import shift_right
 from .paths import build_dir
 from .runtime import seed_everything
 from . import smoke

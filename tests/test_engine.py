@@ -230,7 +230,7 @@ def test_purity_and_word_preferences_by_hand():
     hyps = [["the dog was seen.", "the dog is seen."]] * 6
     words = dict(nbs.analysis.word_preferences(hyps, top=2))
     assert words == {"is": [0, 6], "was": [6, 0]}
-    assert nbs.analysis.mark_differences(["a b c", "a x c"]) == ["a *b* c", "a *x* c"]
+    assert nbs.live.marked(["a b c", "a x c"]) == ["a <mark>b</mark> c", "a <mark>x</mark> c"]
 
 
 @pytest.mark.parametrize("output", ["softmax", "scones"])

@@ -64,6 +64,9 @@ def test_the_loop_and_the_decoders_name_no_family():
         used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
                {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
         assert not used & family_names, f"{module} names {sorted(used & family_names)}"
+        family_modules = {cls.__module__.rsplit(".", 1)[-1] for cls, _ in registry.FAMILIES.values()}
+        imported = {n.module.rsplit(".", 1)[-1] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not imported & family_modules, f"{module} imports from {sorted(imported & family_modules)}"
         for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "isinstance"):
             assert ast.unparse(call.args[1]) not in family_names
 
@@ -132,6 +135,10 @@ def test_bad_names_and_mismatches_are_named():
         registry.hypotheses("hMup", moe, torch.randint(4, V, (2, 4)), 3)
     with pytest.raises(ValueError, match="k must be K=3"):
         registry.hypotheses("hard_moe", moe, torch.randint(4, V, (2, 4)), 2)
+    mix = registry.build(transformer_cfg(3), MixtureConfig("hard", "learned", "shared", "online", "M"))
+    assert registry.methods_for(mix) == ["hMlp"]          # the variant's own method, not the other three
+    with pytest.raises(ValueError, match="the methods that do: hMlp"):
+        registry.hypotheses("sMup", mix, torch.randint(4, V, (2, 4)), 3)
 
 
 def test_cache_keys_are_the_ones_models_were_cached_under():

@@ -41,7 +41,8 @@ def test_the_row_of_latent_value_k_is_greedy_decoding_with_z_k(toy):
         shown = rows(html)[:3]
         for v in range(3):
             assert shown[v] == (tgt_vocab.decode(generate(moe, src, "greedy", z=v)[0][0]) or "(empty)")
-        assert "class=chosen" in html and f"z={z}&#x27;s hypothesis" in html
+        chosen = re.findall(r"<tr class=chosen><td>([^<]*)</td>", html)
+        assert chosen == [f"z={z}"] and f"z={z}&#x27;s hypothesis" in html
 
 
 def test_token_scores_sum_to_the_beam_score_and_to_the_models_own_nll(toy):
@@ -64,6 +65,12 @@ def test_beam_view_lists_the_n_best_by_score_and_the_empty_translations_score(to
     html = live.beam_view(base, src_vocab, tgt_vocab, SOURCES[0], beam=4, n_best=3, exact_budget=200).data
     scores = [float(s) for s in re.findall(r"<td>(-?\d+\.\d\d)</td><td>\d+</td>", html)]
     assert len(scores) == 3 and scores == sorted(scores, reverse=True)
+    src = torch.tensor([src_vocab.encode(SOURCES[0])])
+    assert rows(html) == [tgt_vocab.decode(h) or "(empty)" for h in generate(base, src, "beam", n=3, beam=4)[0]]
+    exact = float(re.search(r"exact search:</b> .*?, log score (-?\d+\.\d\d)", html).group(1))
+    assert exact >= scores[0]                          # seeded with the beam's best: never worse
+    proven = live.beam_view(base, src_vocab, tgt_vocab, SOURCES[0], beam=4, exact_budget=100_000).data
+    assert "proven best" in proven
     empty = float(empty_scores(base, torch.tensor([src_vocab.encode(SOURCES[0])]))[0])
     assert f"log score {empty:.2f}" in html
     assert "exact search:" in html

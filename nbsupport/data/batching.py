@@ -8,6 +8,13 @@ from typing import Sequence
 import torch
 
 
+def shift_right(tgt: torch.Tensor) -> torch.Tensor:
+    """Decoder inputs for targets ``tgt`` (which end with EOS): BOS followed by tgt[:-1]."""
+    from .vocab import BOS
+    bos = torch.full_like(tgt[:, :1], BOS)
+    return torch.cat([bos, tgt[:, :-1]], dim=1)
+
+
 def token_batches(src_lens: Sequence[int], tgt_lens: Sequence[int], max_tokens: int,
                   shuffle: bool = True, seed: int = 0) -> list[list[int]]:
     """Group example indices so that ``n * max(longest source, longest target) <= max_tokens``.

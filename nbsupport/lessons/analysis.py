@@ -41,13 +41,6 @@ def word_preferences(hyps: Sequence[Sequence[str]], top: int = 10, min_count: in
     return rows[:top]
 
 
-def mark_differences(hyps: Sequence[str]) -> list[str]:
-    """Each hypothesis with the words that not all hypotheses share in *asterisks*."""
-    token_sets = [set(h.split()) for h in hyps]
-    shared = set.intersection(*token_sets) if token_sets else set()
-    return [" ".join(w if w in shared else f"*{w}*" for w in h.split()) for h in hyps]
-
-
 # --------------------------------------------------------------------------- mixture degeneracies (Shen et al. §3)
 # Calibrated on the papers' own labelled rows (tests/test_mixture.py holds them all):
 # * D1 (one expert trained, Shen Table 7 online + independent; seed 000 Table 2): every other
@@ -139,21 +132,24 @@ def estep_with_dropout(model, src, tgt_in, tgt_out, p: float, seed: int = 0):
     if not 0 <= p < 1:
         raise ValueError(f"the dropout probability p must be in [0, 1), got {p!r}")
     old = [(m, getattr(m, "p", None), getattr(m, "dropout", None)) for m in model.modules()]
-    with torch.no_grad():
+    devices = [src.device.index or 0] if src.is_cuda else []
+    try:   # the kernel's random state is left as it was: a widget calls this on every move
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            model.eval()
+            memory, mask = model.encode(src)
+            clean = model.latent_nll(memory, mask, tgt_in, tgt_out)
+            torch.manual_seed(seed)
+            set_dropout(model, p)
+            model.train()
+            memory, mask = model.encode(src)
+            noisy = model.latent_nll(memory, mask, tgt_in, tgt_out)
+    finally:
         model.eval()
-        memory, mask = model.encode(src)
-        clean = model.latent_nll(memory, mask, tgt_in, tgt_out)
-        torch.manual_seed(seed)
-        set_dropout(model, p)
-        model.train()
-        memory, mask = model.encode(src)
-        noisy = model.latent_nll(memory, mask, tgt_in, tgt_out)
-        model.eval()
-    for m, mp, md in old:   # restore the model's own dropout
-        if mp is not None:
-            m.p = mp
-        if isinstance(md, float):
-            m.dropout = md
+        for m, mp, md in old:   # restore the model's own dropout, also after an error
+            if mp is not None:
+                m.p = mp
+            if isinstance(md, float):
+                m.dropout = md
     return clean, noisy
 
 

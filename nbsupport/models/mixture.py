@@ -204,6 +204,8 @@ class MixtureModel(nn.Module, Family):
         if len(zs) != 1:
             raise ValueError("a mixture of independent experts decodes one expert at a time: pass z as one int "
                              "(the same expert for every sentence), or use hypotheses()")
+        if not 0 <= int(zs[0]) < self.k:
+            raise ValueError(f"latent index out of range: z must be in 0..{self.k - 1}, got {int(zs[0])}")
         return self.experts[int(zs[0])].stepper(src, None, use_cache)
 
     @torch.no_grad()

@@ -18,8 +18,11 @@ cfg)``                                the latent value chosen per sentence, or N
 ``cost()``                            what one step costs, for the smoke run's projection
 ====================================  ==================================================
 
-``training_loss``, ``validation_nll`` and ``hypotheses`` get a :class:`Batch` (or a source
-tensor, a tuple of tensors for a multi-source model) and return tensors on the model's device.
+``training_loss`` and ``validation_nll`` get a :class:`Batch`; ``stepper``, ``hypotheses`` and
+``score_tokens`` a source tensor (a tuple of tensors for a multi-source model); all return
+tensors on the model's device. Besides these methods the loop and the decoders read three
+attributes: ``model.family`` (its registry name), ``model.config.n_latent`` (K, or 1 for no
+latent variable) and ``model.config.max_len`` (the longest sentence, for the decoders' cap).
 """
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..data.batching import shift_right  # noqa: F401  (re-exported: nbs.models.shift_right)
 from ..data.vocab import BOS, PAD
 from .protocol import Batch, Cost, Family
 
@@ -383,8 +384,3 @@ class TransformerStepper:
                     k, v = layer["cross"]
                     layer["cross"] = (k[index], v[index])
 
-
-def shift_right(tgt: torch.Tensor) -> torch.Tensor:
-    """Decoder inputs for targets ``tgt`` (which end with EOS): BOS followed by tgt[:-1]."""
-    bos = torch.full_like(tgt[:, :1], BOS)
-    return torch.cat([bos, tgt[:, :-1]], dim=1)

@@ -1,2 +1,3 @@
-"""The presentation layer: ``plots`` (matplotlib figures), ``tables`` (text tables) and
-``widgets`` (ipywidgets views). Nothing here trains or decodes."""
+"""The presentation layer: ``plots`` (matplotlib figures), ``tables`` (text tables),
+``widgets`` (ipywidgets views on pure render functions) and ``live`` (render functions that
+decode with a trained model on what the student chose). Nothing here trains."""

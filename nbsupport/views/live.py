@@ -177,7 +177,11 @@ def beam_view(model, src_vocab, tgt_vocab, sentence: str, beam: int = 4, n_best:
     parts.append(compare_table([f"#{i + 1}" for i in range(len(hyps))], texts,
                                {"log score": [f"{h.score:.2f}" for h in hyps], "tokens": [len(h.tokens) for h in hyps]},
                                chosen=0, title=f"beam {beam}: its {len(hyps)} best (the first is the translation)"))
-    verdict = "the empty translation beats the beam's best" if empty > hyps[0].score else "the beam's best beats it"
+    if hyps[0].tokens == [EOS]:
+        verdict = "the beam's best IS the empty translation (the beam search curse)"
+    else:   # token_scores sums in fp32, beam search in fp64: compare with a tolerance
+        verdict = "the empty translation beats the beam's best" if empty > hyps[0].score + 1e-4 else \
+            "the beam's best beats it"
     parts.append(_line("the empty translation (EOS first):", f"log score {empty:.2f}: {verdict}"))
     if exact_budget:
         from ..search import ModelScorer, exact_search
@@ -226,6 +230,9 @@ def composed_view(corpus, translate=None, seed: int = 0, **parts):
     out.append(compare_table([f"style {s}" for s, _ in refs], [r for _, r in refs], column="English",
                              title="how each style of the references renders this meaning"))
     if translate is not None:
-        answer = translate(sources)
+        try:
+            answer = translate(sources)
+        except ValueError as err:      # e.g. a word the training data never showed: the meaning stays in view
+            answer = f"<b>the model:</b> ⚠ {escape(err)}"
         out.append(answer if isinstance(answer, str) else getattr(answer, "data", str(answer)))
     return page(*out)

@@ -187,16 +187,6 @@ def toggles(options, description: str = ""):
     return w.ToggleButtons(options=list(options), description=description)
 
 
-def text(value: str = "", description: str = "", placeholder: str = ""):
-    """A text box the view reads when Enter is pressed (the default text when ipywidgets is missing)."""
-    try:
-        import ipywidgets as w
-    except ImportError:
-        return value
-    return w.Text(value=value, description=description, placeholder=placeholder, continuous_update=False,
-                  layout=w.Layout(width="90%"))
-
-
 def source_box(sentences: Sequence[str], description: str = "source"):
     """One control for the source of a live view: a text box that suggests ``sentences`` (the
     test sources; ipywidgets' Combobox): pick one, or write a sentence and press Enter. Starts

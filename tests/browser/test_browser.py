@@ -82,7 +82,12 @@ KERNEL_IDLE = """() => { const w = window.jupyterapp && jupyterapp.shell.current
   const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
   return !!k && k.status === 'idle'; }"""
 # what a view shows: its text and its images (a figure is a PNG); the HTML itself changes on every render
-SHOWN = "e => e.innerText + Array.from(e.querySelectorAll('img'), i => i.src).join('|')"
+# (a cell's output area holds the controls' box too: its outputs that contain controls are left out, so
+# that a slider's own readout never counts as the view changing)
+SHOWN = """e => { const outs = Array.from(e.querySelectorAll('.jp-OutputArea-output')).filter(o =>
+    !o.querySelector('.widget-box, .widget-inline-hbox, .widget-toggle-buttons, .widget-checkbox'));
+  const parts = outs.length ? outs : [e];
+  return parts.map(o => o.innerText + Array.from(o.querySelectorAll('img'), i => i.src).join('|')).join('\\n'); }"""
 RUN_ALL = """() => { window.__nbsRunAll = null;
   jupyterapp.commands.execute('notebook:run-all-cells').then(ok => { window.__nbsRunAll = ok ? 'ok' : 'failed'; },
                                                              err => { window.__nbsRunAll = 'error: ' + err; }); }"""
