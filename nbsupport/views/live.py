@@ -218,6 +218,12 @@ def composed_view(corpus, translate=None, seed: int = 0, **parts):
     how each style renders it in English, and, with ``translate`` (a function of the
     {language: source} dict returning HTML or text), the model's answer."""
     from ..data import synthetic
+    if parts.get("subject") is not None and parts.get("subject") == parts.get("object"):
+        # a state the dropdowns offer, not bad input: say what to do instead of an error
+        chosen = ", ".join(f"{k} {v}" for k, v in parts.items() if v != synthetic.NONE)
+        return page(_line("choose two different nouns:", f"the subject and the object are both {parts['subject']!r}, "
+                                                         "and the toy's meanings relate two different things"),
+                    _line("your choice so far:", chosen))
     m = synthetic.compose(**parts)
     langs = synthetic.languages(corpus)
     sources = {name: lang.source(m) for name, lang in langs.items()}

@@ -144,7 +144,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture          # one JupyterLab per notebook: widgets of an earlier notebook's kernel never leak in
 def lab(tmp_path_factory):
     """A `jupyter lab` of the venv serving ci copies of the notebooks; yields its base URL and token.
     Its results go to a temporary build folder (the real build/notebooks/*.json stay as they are)
