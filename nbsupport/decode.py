@@ -327,15 +327,26 @@ def translate(model, src_vocab, tgt_vocab, sentences: Sequence[str], method: str
     if isinstance(z, torch.Tensor) and (z.dim() == 0 or z.shape[0] != len(sentences)):
         raise ValueError(f"z must have one entry per sentence ({len(sentences)}), got shape {tuple(z.shape)}; "
                          "pass an int for the same latent for every sentence")
+    return translate_batches(
+        lambda src, lo, generator: generate(model, src, method, z=z[lo:lo + len(src)] if isinstance(z, torch.Tensor) else z,
+                                            seed=seed, generator=generator, **kwargs),
+        model, src_vocab, tgt_vocab, sentences, batch_size, device, seed)
+
+
+def translate_batches(decode_batch, model, src_vocab, tgt_vocab, sentences: Sequence[str], batch_size: int = 64,
+                      device=None, seed: int = 0) -> list[list[str]]:
+    """Strings through ``decode_batch(src, first_index, generator) -> token ids per source``,
+    ``batch_size`` sources at a time on the model's device; one generator seeded with ``seed``
+    runs across the batches (the whole call is reproducible, no two sentences share draws)."""
+    sentences = check_sentences(sentences)
+    _check_int("batch_size", batch_size, 1)
+    _check_int("seed", seed, 0)
     device = device or next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     out: list[list[str]] = []
     for lo in range(0, len(sentences), batch_size):
-        chunk = sentences[lo:lo + batch_size]
-        src = pad_batch([src_vocab.encode(s) for s in chunk]).to(device)
-        zc = z[lo:lo + batch_size] if isinstance(z, torch.Tensor) else z
-        ids = generate(model, src, method, z=zc, seed=seed, generator=generator, **kwargs)
-        out.extend([[tgt_vocab.decode(h) for h in hs] for hs in ids])
+        src = pad_batch([src_vocab.encode(s) for s in sentences[lo:lo + batch_size]]).to(device)
+        out.extend([[tgt_vocab.decode(h) for h in hs] for hs in decode_batch(src, lo, generator)])
     return out
 
 

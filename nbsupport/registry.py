@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-import torch
 
 from .models.lstm import LSTMConfig, MultiSourceLSTM
 from .models.mixture import MixtureConfig, MixtureModel
@@ -141,17 +140,11 @@ def translate(name: str, model, src_vocab, tgt_vocab, sentences: Sequence[str], 
               device=None, seed: int = 0, **options) -> list[list[str]]:
     """Strings: ``k`` hypotheses for every sentence by method ``name``, ``batch_size`` sources at a
     time; sampling draws from one generator seeded with ``seed`` whose stream runs across batches."""
-    from .decode import check_sentences
-    from .data.batching import pad_batch
-    sentences = check_sentences(sentences)
+    from .decode import translate_batches
+    method(name)                                   # an unknown name fails before any decoding
     if getattr(model.config, "n_sources", 1) > 1:
         raise ValueError("registry.translate reads one source language; a two-source model translates with "
                          "nbs.multisource.translate (one vocabulary per source)")
-    device = device or next(model.parameters()).device
-    generator = torch.Generator().manual_seed(seed)
-    out: list[list[str]] = []
-    for lo in range(0, len(sentences), batch_size):
-        src = pad_batch([src_vocab.encode(s) for s in sentences[lo:lo + batch_size]]).to(device)
-        ids = hypotheses(name, model, src, k, seed=seed, generator=generator, **options)
-        out.extend([[tgt_vocab.decode(h) for h in hs] for hs in ids])
-    return out
+    return translate_batches(lambda src, lo, generator: hypotheses(name, model, src, k, seed=seed, generator=generator,
+                                                                   **options),
+                             model, src_vocab, tgt_vocab, sentences, batch_size, device, seed)

@@ -211,22 +211,11 @@ def attention_maps(model: MultiSourceLSTM, data: MultiSourceData, system: str, i
 
 
 def attention_html(maps: dict) -> str:
-    """Figure 5 as HTML tables, one per source: rows the output tokens, columns the source's
-    tokens in reading order, each cell's weight printed and shaded (darker = larger). (A
-    generic weight heat map: it could move to nbsupport.views.live.)"""
-    from ..views.widgets import escape
-    tables = []
-    for src in maps["sources"]:
-        head = "".join(f"<th>{escape(t)}</th>" for t in ["", *src["tokens"]])
-        rows = []
-        for out, ws in zip(maps["output"], src["weights"]):
-            cells = "".join(f"<td style='background:rgb({int(255 - 200 * w)},{int(255 - 200 * w)},{int(255 - 200 * w)});"
-                            f"color:{'white' if w > 0.5 else 'black'}'>{w:.2f}</td>" for w in ws)
-            rows.append(f"<tr><td>{escape(out)}</td>{cells}</tr>")
-        tables.append(f"<table class='nbs-live' style='display:inline-table;margin-right:16px'>"
-                      f"<caption style='text-align:left'>attention on source {escape(src['lang'])} (reading order)"
-                      f"</caption><tr>{head}</tr>{''.join(rows)}</table>")
-    return "".join(tables)
+    """Figure 5 as HTML heat tables, one per source: rows the output tokens, columns the
+    source's tokens in reading order, each cell's weight printed and shaded (darker = larger)."""
+    from ..views.live import heat_table
+    return "".join(heat_table(maps["output"], src["tokens"], src["weights"], log=False,
+                              title=f"attention on source {src['lang']} (reading order)") for src in maps["sources"])
 
 
 def translation_html(model: MultiSourceLSTM, data: MultiSourceData, system: str, sources: dict, beam: int = 1) -> str:

@@ -209,6 +209,20 @@ class MixtureModel(nn.Module, Family):
         return self.experts[int(zs[0])].stepper(src, None, use_cache)
 
     @torch.no_grad()
+    def score_tokens(self, src, tokens: torch.Tensor, z=None) -> torch.Tensor:
+        """(B, T) log scores of ``tokens`` under latent ``z`` (one per row): the shared decoder's one
+        pass, or each row scored by its own expert."""
+        if self.mixture.params == "shared":
+            return self.experts[0].score_tokens(src, tokens, z)
+        if z is None or not 0 <= int(z.min()) <= int(z.max()) < self.k:
+            raise ValueError(f"pass z in 0..{self.k - 1}, one per row, got {None if z is None else z.tolist()}")
+        out = torch.zeros(tokens.shape, device=tokens.device)
+        for e in z.unique().tolist():
+            rows = (z == e).nonzero().squeeze(1)
+            out[rows] = self.experts[e].score_tokens(src[rows], tokens[rows])
+        return out
+
+    @torch.no_grad()
     def hypotheses(self, src, k: int | None = None, method: str | None = None, **options) -> list[list[list[int]]]:
         """Greedy decoding once per expert (Shen section 2): K token lists per source."""
         from ..decode import generate

@@ -83,16 +83,18 @@ def compare_table(labels: Sequence[str], hyps: Sequence[str], extra: dict | None
 
 
 def heat_table(row_labels: Sequence[str], columns: Sequence[str], values: Sequence[Sequence[float]],
-               title: str = "") -> str:
-    """A heat map as an HTML table: cell (r, c) shows values[r][c] (a log probability), darker
-    when closer to 0 (likelier)."""
+               title: str = "", log: bool = True) -> str:
+    """A heat map as an HTML table: cell (r, c) shows values[r][c], darker for a larger
+    probability: a log probability (``log``, printed to 1 decimal) or a probability such as an
+    attention weight (printed to 2)."""
     def cell(v):
-        shade = int(255 - 155 * math.exp(max(v, -20.0)))     # p = 1 -> dark, p -> 0 -> white
-        return f"<td style='background:rgb({shade},{shade},255)'>{v:.1f}</td>"
+        p = math.exp(max(v, -20.0)) if log else min(max(v, 0.0), 1.0)
+        shade = int(255 - 155 * p)                            # p = 1 -> dark, p -> 0 -> white
+        return f"<td style='background:rgb({shade},{shade},255)'>{v:.{1 if log else 2}f}</td>"
     head = "".join(f"<th>{escape(c)}</th>" for c in ["", *columns])
     rows = "".join(f"<tr><td>{escape(l)}</td>{''.join(cell(v) for v in vs)}</tr>" for l, vs in zip(row_labels, values))
     caption = f"<caption style='text-align:left'>{escape(title)}</caption>" if title else ""
-    return f"<table class='nbs-live'>{caption}<tr>{head}</tr>{rows}</table>"
+    return f"<table class='nbs-live' style='display:inline-table;margin-right:16px'>{caption}<tr>{head}</tr>{rows}</table>"
 
 
 def page(*parts: str):
@@ -137,12 +139,8 @@ def latent_view(model, src_vocab, tgt_vocab, sentence: str, z: int = 0, referenc
 
 def _scores_under_each_latent(model, src, ids, z: int):
     """Per-token log scores of hypothesis ``ids[z]`` under every latent value, and of each
-    ``ids[v]`` under its own value v: two batched passes (rows = latent values), or one latent
-    value at a time for a mixture of independent experts (whose stepper takes one z per batch)."""
+    ``ids[v]`` under its own value v: two batched passes, one row per latent value."""
     k = len(ids)
-    if len(set(map(id, getattr(model, "experts", [None])))) > 1:
-        return ([token_scores(model, src, [ids[z]], z=v)[0] for v in range(k)],
-                [token_scores(model, src, [ids[v]], z=v)[0] for v in range(k)])
     rows, zs = src.repeat(k, 1), torch.arange(k, device=src.device)
     return token_scores(model, rows, [ids[z]] * k, z=zs), token_scores(model, rows, ids, z=zs)
 
