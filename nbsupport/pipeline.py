@@ -55,13 +55,15 @@ def bible_task(cfg: Profile | str, src: str = "e", targets=bible.ENGLISH_REFEREN
     (seed 000 section 5.1), sentencepiece vocabularies trained on the training books. ``cfg``:
     a :class:`Profile` or its name; ``src``: a Bible version code (see ``bible.VERSIONS``)."""
     cfg = profile(cfg)
-    corpus = bible.corpus(sources=(src,), targets=targets, test_limit=cfg.bible_test, train_limit=cfg.bible_train)
+    corpus = bible.corpus(sources=(src,), targets=targets, test_limit=cfg.bible_test, train_limit=cfg.bible_train,
+                          dev_limit=cfg.bible_dev)
     train_src = corpus.train.sources[src][:cfg.spm_sentences]
     train_tgt = [r for rs in corpus.train.refs[:cfg.spm_sentences] for r in rs]
     src_vocab = train_sentencepiece(train_src, cfg.spm_vocab, name=f"spm-{src}")
     tgt_vocab = train_sentencepiece(train_tgt, cfg.spm_vocab, name="spm-" + "".join(targets))
     key = {"dataset": "bible", "src": src, "targets": list(targets), "spm": [src_vocab.path.name, tgt_vocab.path.name],
-           "verses": len(corpus.train), "test_limit": cfg.bible_test}
+           "verses": len(corpus.train), "test_limit": cfg.bible_test,
+           **({"dev_limit": cfg.bible_dev} if cfg.bible_dev else {})}
     return Task("bible", corpus, src_vocab, tgt_vocab,
                 Encoded.from_split(corpus.train, src_vocab, tgt_vocab, src),
                 Encoded.from_split(corpus.dev, src_vocab, tgt_vocab, src),

@@ -28,6 +28,7 @@ class Profile:
     bible_model: dict = field(default_factory=dict)
     bible_training: dict = field(default_factory=dict)
     bible_train: int | None = None                    # training verses (None: all)
+    bible_dev: int | None = None                      # dev (validation) verses (None: all 243; capped by NBS_SMOKE)
     curse: dict = field(default_factory=dict)         # notebook 06: sentences, beams, exact-search budget
     multi_source: dict = field(default_factory=dict)  # notebook 01: LSTM sizes and training, toy and Bible
     ibm: dict = field(default_factory=dict)           # notebook 07: IBM-3 training, temperatures, NMT runs

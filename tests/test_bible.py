@@ -59,3 +59,11 @@ def test_corpus_has_four_english_references(prepared):
     assert len(c.test) == 10 and all(len(r) == 4 for r in c.test.refs)
     assert c.test.labels[0] == list(bible.ENGLISH_REFERENCES)
     assert len(c.train.pairs("e")) == 4 * len(c.train)
+
+
+def test_dev_limit_caps_the_dev_split_only():
+    whole = bible.corpus(sources=("e",), targets=("4",), test_limit=3, train_limit=5)
+    capped = bible.corpus(sources=("e",), targets=("4",), test_limit=3, train_limit=5, dev_limit=7)
+    assert len(whole.dev) == bible.SPLIT_SIZES["dev"] and len(capped.dev) == 7
+    assert capped.dev.meanings == whole.dev.meanings[:7] and capped.dev.refs == whole.dev.refs[:7]
+    assert capped.test.meanings == whole.test.meanings

@@ -101,6 +101,7 @@ def test_smoke_profile_caps_evaluation_only(monkeypatch):
     s = nbs.profile("full")
     # divided by 25, rounded up, at least 2: computed by hand from the full profile's sizes
     assert s.bible_test == 20 and s.toy_test == 8                       # 497 / 25, 200 / 25
+    assert full.bible_dev is None and s.bible_dev == 10                 # 243 / 25: validation after each epoch
     assert s.curse["sentences"] == 8 and s.curse["exact_sentences"] == 2 and s.curse["exact_budget"] == 200
     assert s.ibm["exact_budget"] == 200 and s.mixture["test_sentences"] == 4 and s.mixture["flip_sentences"] == 11
     for same in ("bible_model", "bible_training", "toy_model", "toy_training", "spm_vocab", "spm_sentences",

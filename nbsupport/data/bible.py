@@ -242,7 +242,7 @@ def verses(split: str | None = None, path: Path | None = None) -> list[Verse]:
 
 
 def corpus(sources=("e",), targets=ENGLISH_REFERENCES, test_limit: int | None = None,
-           train_limit: int | None = None):
+           train_limit: int | None = None, dev_limit: int | None = None):
     """The Bible as a :class:`~nbsupport.data.synthetic.Corpus`: ``sources`` are version codes (the
     first is the primary source), every split carries all ``targets`` as references with
     their codes as labels. Train on ``corpus.train.pairs()``: every target version becomes a
@@ -258,4 +258,4 @@ def corpus(sources=("e",), targets=ENGLISH_REFERENCES, test_limit: int | None = 
 
     info = {"sources": {c: VERSIONS[c][1] for c in sources},
             "targets": {c: VERSIONS[c][1] for c in targets}}
-    return Corpus("bible", make("train", train_limit), make("dev", None), make("test", test_limit), info)
+    return Corpus("bible", make("train", train_limit), make("dev", dev_limit), make("test", test_limit), info)

@@ -91,13 +91,13 @@ def bible_data(cfg: Profile | str) -> MultiSourceData:
     ms = cfg.multi_source
     codes = tuple(ROLES["bible"].values())
     corpus = bible.corpus(sources=codes, targets=bible.ENGLISH_REFERENCES, test_limit=cfg.bible_test,
-                          train_limit=cfg.bible_train)
+                          train_limit=cfg.bible_train, dev_limit=cfg.bible_dev)
     n = cfg.spm_sentences
     vocabs = {c: train_sentencepiece(corpus.train.sources[c][:n], cfg.spm_vocab, name=f"spm-{c}") for c in codes}
     t = bible.ENGLISH_REFERENCES.index(BIBLE_TARGET)
     tgt = train_sentencepiece([rs[t] for rs in corpus.train.refs[:n]], cfg.spm_vocab, name=f"spm-{BIBLE_TARGET}")
     key = {"dataset": "bible", "target": BIBLE_TARGET, "verses": len(corpus.train), "test_limit": cfg.bible_test,
-           "spm": sorted(v.path.name for v in [*vocabs.values(), tgt])}
+           **({"dev_limit": cfg.bible_dev} if cfg.bible_dev else {}), "spm": sorted(v.path.name for v in [*vocabs.values(), tgt])}
     return MultiSourceData("bible", corpus, vocabs, tgt, t, key, ms["bible_model"], ms["bible_training"])
 
 
