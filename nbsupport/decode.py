@@ -23,7 +23,7 @@ import torch
 from .data.batching import pad_batch
 from .data.vocab import BOS, EOS, PAD
 
-METHODS = ("greedy", "beam", "sample", "topk", "diverse_beam", "latent_greedy")
+METHODS = ("greedy", "beam", "sample", "topk", "nucleus", "diverse_beam", "latent_greedy")
 MAX_LEN_A, MAX_LEN_B = 1.5, 10   # default output length limit: a * source length + b
 
 
@@ -61,9 +61,10 @@ def _finish_row(tokens: list[int]) -> list[int]:
 @torch.no_grad()
 def greedy_or_sample(stepper, batch: int, max_len: int | Sequence[int], temperature: float = 1.0,
                      top_k: int | None = None, sample: bool = False,
-                     generator: torch.Generator | None = None) -> list[Hypothesis]:
+                     generator: torch.Generator | None = None, top_p: float | None = None) -> list[Hypothesis]:
     """Left to right, one token per row per step: the argmax (greedy), a sample from the
-    scores divided by ``temperature``, or a sample among the ``top_k`` best tokens."""
+    scores divided by ``temperature``, a sample among the ``top_k`` best tokens, or a sample
+    from the nucleus: the fewest best tokens whose probability sums to ``top_p`` or more."""
     dev = stepper.device
     limits = torch.as_tensor(max_len if not isinstance(max_len, int) else [max_len] * batch, device=dev)
     prefix = torch.full((batch, 1), BOS, dtype=torch.long, device=dev)
@@ -77,6 +78,8 @@ def greedy_or_sample(stepper, batch: int, max_len: int | Sequence[int], temperat
                 kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
                 logits = logits.masked_fill(logits < kth, float("-inf"))
             probs = torch.softmax(logits, dim=-1)
+            if top_p is not None:
+                probs = nucleus(probs, top_p)
             nxt = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(dev)
         else:
             nxt = logp.argmax(dim=-1)
@@ -92,6 +95,19 @@ def greedy_or_sample(stepper, batch: int, max_len: int | Sequence[int], temperat
         toks = _finish_row(row)
         out.append(Hypothesis(toks, s, s))
     return out
+
+
+def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus (top-p) filtering, Holtzman et al. 2020 eq. 3: keep the smallest set of most
+    probable tokens whose probabilities sum to at least ``top_p`` (the best token always),
+    zero the rest and renormalise. ``probs``: (B, V) rows summing to 1."""
+    sorted_p, order = probs.sort(dim=-1, descending=True)
+    before = sorted_p.cumsum(dim=-1) - sorted_p            # mass of the better tokens
+    keep_sorted = before < top_p                           # still short of top_p before this token
+    keep_sorted[:, 0] = True
+    keep = torch.zeros_like(keep_sorted).scatter(1, order, keep_sorted)
+    kept = probs * keep
+    return kept / kept.sum(dim=-1, keepdim=True)
 
 
 # --------------------------------------------------------------------------- beam search
@@ -200,7 +216,7 @@ def _check_int(name: str, value, low: int) -> None:
 
 def check_decoding_args(n: int = 1, beam: int = 4, temperature: float = 1.0, top_k: int = 10,
                         groups: int | None = None, diversity: float = 0.0, max_len_a: float = MAX_LEN_A,
-                        max_len_b: int = MAX_LEN_B, seed: int = 0) -> None:
+                        max_len_b: int = MAX_LEN_B, seed: int = 0, top_p: float = 0.9) -> None:
     """Raise a ValueError naming the valid range of the first bad decoding argument."""
     _check_int("n", n, 1)
     _check_int("beam", beam, 1)
@@ -212,6 +228,8 @@ def check_decoding_args(n: int = 1, beam: int = 4, temperature: float = 1.0, top
     if not (isinstance(temperature, numbers.Real) and 0 < temperature < math.inf):
         raise ValueError(f"temperature must be a finite number > 0 (greedy decoding is the limit at 0: "
                          f"use method='greedy'), got {temperature!r}")
+    if isinstance(top_p, bool) or not (isinstance(top_p, numbers.Real) and 0 < top_p <= 1):
+        raise ValueError(f"top_p must be a number in (0, 1] (1 keeps every token: plain sampling), got {top_p!r}")
     if not (isinstance(diversity, numbers.Real) and 0 <= diversity < math.inf):
         raise ValueError(f"diversity must be a finite number >= 0, got {diversity!r}")
     if not (isinstance(max_len_a, numbers.Real) and 0 <= max_len_a < math.inf):
@@ -234,13 +252,14 @@ def as_latent(z, batch: int, device) -> torch.Tensor | None:
 @torch.no_grad()
 def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam: int = 4,
              temperature: float = 1.0, top_k: int = 10, groups: int | None = None,
-             diversity: float = 0.5, length_norm: bool = False, max_len_a: float = MAX_LEN_A,
+             diversity: float = 0.5, top_p: float = 0.9, length_norm: bool = False, max_len_a: float = MAX_LEN_A,
              max_len_b: int = MAX_LEN_B, z: torch.Tensor | int | None = None, use_cache: bool = True,
              seed: int = 0, generator: torch.Generator | None = None) -> list[list[list[int]]]:
     """Token ids of ``n`` hypotheses per source (list over sources of lists of token lists).
 
     methods: ``greedy`` (n=1), ``beam`` (n best of a beam of ``beam``), ``sample``
     (n ancestral samples at ``temperature``), ``topk`` (n samples among the top_k tokens),
+    ``nucleus`` (n samples from the nucleus of probability ``top_p``, Holtzman et al. 2020),
     ``diverse_beam`` (``groups`` groups, default n, of a beam of max(beam, n), Hamming
     penalty ``diversity``), ``latent_greedy`` (greedy for each of the model's K latent
     values, all decoded as one batch: n is K).
@@ -248,12 +267,12 @@ def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam:
     target conditioning), or an int for the same value for every source.
     Sampling draws from ``generator`` when given (it advances, so successive calls continue
     its stream), else from a new generator seeded with ``seed``.
-    Bad arguments (n, beam, top_k, groups, max_len_b < 1; temperature <= 0; diversity or
-    max_len_a < 0) raise a ValueError naming the valid range.
+    Bad arguments (n, beam, top_k, groups, max_len_b < 1; temperature <= 0; top_p outside
+    (0, 1]; diversity or max_len_a < 0) raise a ValueError naming the valid range.
     """
     if method not in METHODS:
         raise ValueError(f"unknown decoding method {method!r}; valid methods: {', '.join(METHODS)}")
-    check_decoding_args(n, beam, temperature, top_k, groups, diversity, max_len_a, max_len_b, seed)
+    check_decoding_args(n, beam, temperature, top_k, groups, diversity, max_len_a, max_len_b, seed, top_p)
     model.eval()
     first = src if torch.is_tensor(src) else src[0]      # a multi-source model takes a tuple of sources
     batch = first.shape[0]
@@ -275,14 +294,14 @@ def generate(model, src: torch.Tensor, method: str = "greedy", n: int = 1, beam:
         raise ValueError(f"the model has K={k} latent values: pass z, or use method='latent_greedy'")
     if method == "greedy" and n != 1:
         raise ValueError(f"greedy decoding gives one hypothesis per source (n=1), got n={n}: "
-                         "use beam, sample, topk or diverse_beam for n > 1")
-    if method in ("greedy", "sample", "topk"):
+                         "use beam, sample, topk, nucleus or diverse_beam for n > 1")
+    if method in ("greedy", "sample", "topk", "nucleus"):
         reps = 1 if method == "greedy" else n
         stepper = model.stepper(src, z, use_cache).expand(reps)
         gen = generator if generator is not None else torch.Generator().manual_seed(seed)
         hyps = greedy_or_sample(stepper, batch * reps, [m for m in limits for _ in range(reps)],
                                 temperature=temperature, top_k=top_k if method == "topk" else None,
-                                sample=method != "greedy", generator=gen)
+                                sample=method != "greedy", generator=gen, top_p=top_p if method == "nucleus" else None)
         return [[h.tokens for h in hyps[i * reps:(i + 1) * reps]] for i in range(batch)]
     if method == "beam":
         if n > beam:

@@ -90,6 +90,8 @@ class Method:
 METHODS = {m.name: m for m in [
     Method("sampling", "transformer", "sample", {"temperature": 1.0}, about="ancestral sampling from the baseline"),
     Method("topk", "transformer", "topk", {"top_k": 3}, about="sampling among the 3 best tokens (Fan et al. 2018)"),
+    Method("nucleus", "transformer", "nucleus", {"top_p": 0.9},
+           about="sampling from the nucleus of probability 0.9 (Holtzman et al. 2020)"),
     Method("beam", "transformer", "beam", about="the K best of a beam of K"),
     Method("diverse_beam", "transformer", "diverse_beam", {"diversity": 0.5},
            about="K groups of one, Hamming penalty 0.5 (Vijayakumar et al. 2018)"),

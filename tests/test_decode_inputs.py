@@ -64,6 +64,8 @@ def test_a_bare_string_is_rejected():
     (dict(method="sample", temperature=-1.0), "temperature must be a finite number > 0"),
     (dict(method="sample", temperature=math.nan), "temperature must be a finite number > 0"),
     (dict(method="topk", top_k=0), "top_k must be an integer >= 1"),
+    (dict(method="nucleus", top_p=0), r"top_p must be a number in \(0, 1\]"),
+    (dict(method="nucleus", top_p=1.5), r"top_p must be a number in \(0, 1\]"),
     (dict(method="sample", n=0), "n must be an integer >= 1"),
     (dict(method="sample", n=2.0), "n must be an integer >= 1"),
     (dict(method="beam", beam=0), "beam must be an integer >= 1"),

@@ -7,7 +7,7 @@ import torch
 
 import nbsupport as nbs
 from nbsupport.data.vocab import BOS, EOS
-from nbsupport.decode import TableStepper, beam_search, generate, greedy_or_sample
+from nbsupport.decode import TableStepper, beam_search, generate, greedy_or_sample, nucleus
 from nbsupport.models import Transformer, TransformerConfig, shift_right
 from nbsupport.models.hard_em import hard_em_assign
 from nbsupport.train import Encoded, TrainConfig, train_or_load
@@ -146,6 +146,31 @@ def test_sampling_is_seeded_and_topk_restricts_choices():
     assert all(all(h == g[0] for h in hs) for hs, g in zip(one, greedy))
 
 
+def test_nucleus_keeps_the_fewest_best_tokens_reaching_p():
+    probs = torch.tensor([[0.15, 0.5, 0.05, 0.3]])
+    # by hand: sorted 0.5, 0.3, 0.15, 0.05; cumulative 0.5, 0.8, 0.95, 1.0
+    assert torch.allclose(nucleus(probs, 0.7), torch.tensor([[0, 0.5 / 0.8, 0, 0.3 / 0.8]]))
+    assert torch.allclose(nucleus(probs, 0.5), torch.tensor([[0, 1.0, 0, 0]]))      # 0.5 reached by the best alone
+    assert torch.allclose(nucleus(probs, 0.81), torch.tensor([[0.15, 0.5, 0, 0.3]]) / 0.95)
+    assert torch.allclose(nucleus(probs, 1.0), probs)
+    assert torch.allclose(nucleus(probs, 1e-6), torch.tensor([[0, 1.0, 0, 0]]))      # the best token always stays
+
+
+def test_nucleus_sampling_draws_only_from_the_nucleus():
+    model, src = tiny_model(), random_src()
+    tiny = generate(model, src, "nucleus", n=5, top_p=1e-6)            # a nucleus of one token is greedy
+    greedy = generate(model, src, "greedy")
+    assert all(all(h == g[0] for h in hs) for hs, g in zip(tiny, greedy))
+    # top_p = 1 keeps every token: the same draws as plain sampling from the same seed
+    assert generate(model, src, "nucleus", n=4, top_p=1.0, seed=3) == generate(model, src, "sample", n=4, seed=3)
+    # empirical first-token frequencies against nucleus(p) of the model's first step, by counting
+    stepper = model.stepper(src[:1], None).expand(1)
+    first = torch.softmax(stepper(torch.full((1, 1), BOS)), dim=-1)[0]
+    allowed = set(torch.nonzero(nucleus(first[None], 0.3)[0]).flatten().tolist())
+    draws = generate(model, src[:1], "nucleus", n=200, top_p=0.3, seed=0)[0]
+    assert {h[0] for h in draws} <= allowed and len(allowed) < first.numel()
+
+
 def test_batched_estep_equals_separate_passes():
     model, src = tiny_model(k=4), random_src()
     tgt = torch.randint(4, V, (3, 5))
@@ -188,7 +213,7 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(ValueError, match="longer than the model's max_len"):
         model.encode(torch.ones(1, 300, dtype=torch.long))
     with pytest.raises(ValueError, match="valid methods"):
-        generate(tiny_model(), random_src(), "nucleus")
+        generate(tiny_model(), random_src(), "top_p")
     v = nbs.data.WordVocab(["a", "b"])
     with pytest.raises(ValueError, match="empty"):
         nbs.decode.translate(tiny_model(), v, v, ["a b", "  "])

@@ -110,6 +110,7 @@ def test_each_method_gives_what_the_decoder_it_names_gives():
         generate(base, src, "diverse_beam", n=k, beam=k, groups=k, diversity=0.5)
     assert registry.hypotheses("sampling", base, src, k, seed=7) == generate(base, src, "sample", n=k, seed=7)
     assert registry.hypotheses("topk", base, src, k, seed=7) == generate(base, src, "topk", n=k, top_k=3, seed=7)
+    assert registry.hypotheses("nucleus", base, src, k, seed=7) == generate(base, src, "nucleus", n=k, top_p=0.9, seed=7)
     per_z = registry.hypotheses("hard_moe", moe, src, k)
     for z in range(k):      # hypothesis z of Hard-MoE is greedy decoding with latent value z
         assert [h[z] for h in per_z] == [g[0] for g in generate(moe, src, "greedy", z=z)]
@@ -124,8 +125,10 @@ def test_each_method_gives_what_the_decoder_it_names_gives():
 
 
 def test_bad_names_and_mismatches_are_named():
-    with pytest.raises(ValueError, match="valid methods: sampling, topk, beam"):
+    with pytest.raises(ValueError, match="valid methods: sampling, topk, nucleus, beam"):
         registry.method("nucleus!")
+    with pytest.raises(ValueError, match="valid methods: sampling, topk, nucleus, beam"):
+        registry.method("top_p")
     with pytest.raises(ValueError, match="valid: transformer, lstm, mixture"):
         registry.family_class("gru")
     with pytest.raises(TypeError, match="valid configurations: TransformerConfig"):
