@@ -15,12 +15,12 @@ import torch  # noqa: E402  (re-exported: notebooks show key algorithms inline w
 # search, losses, metrics (kernels are imported where used)
 from . import data, decode, ibm, losses, metrics, models, pipeline, registry, search, train  # noqa: E402
 # the lesson helpers each notebook uses, and the presentation layer, at nbs.<name> as before
-from .lessons import analysis, beam_curse, ibm_tasks, mixture_runs, multisource, scenarios  # noqa: E402
+from .lessons import analysis, beam_curse, comparison, ibm_tasks, mixture_runs, multisource, scenarios  # noqa: E402
 from .views import live, plots, tables, widgets  # noqa: E402
 from .profiles import PROFILE_NAMES, Profile, profile  # noqa: E402
 from .results import load_results, save_results  # noqa: E402
 from .runtime import choose_device, num_threads, seed_everything, setup  # noqa: E402
 
-__all__ = ["PROFILE_NAMES", "Profile", "analysis", "beam_curse", "choose_device", "data", "decode", "ibm", "ibm_tasks", "live", "load_results", "losses", "metrics", "mixture_runs", "models", "multisource",
+__all__ = ["PROFILE_NAMES", "Profile", "analysis", "beam_curse", "choose_device", "comparison", "data", "decode", "ibm", "ibm_tasks", "live", "load_results", "losses", "metrics", "mixture_runs", "models", "multisource",
            "num_threads", "pipeline", "plots", "profile", "registry", "save_results", "scenarios", "search", "seed_everything", "setup", "tables", "torch", "train",
            "widgets"]

@@ -33,6 +33,7 @@ class Profile:
     multi_source: dict = field(default_factory=dict)  # notebook 01: LSTM sizes and training, toy and Bible
     ibm: dict = field(default_factory=dict)           # notebook 07: IBM-3 training, temperatures, NMT runs
     mixture: dict = field(default_factory=dict)       # notebooks 03-04: mixture runs (toy size, epochs, seeds)
+    compare: dict = field(default_factory=dict)       # notebook 08: every method, K sweep, seeds, the Bible's K
 
     def __str__(self) -> str:
         return f"profile {self.name!r} (budget {self.budget_s} s)"
@@ -59,6 +60,11 @@ _MIXTURE_LAB = dict(styles=3, toy_train=4000, training=dict(epochs=3, lr=2e-3, w
 _IBM_LAB = dict(toy_train=20000, nmt_train=10000, iterations=5, test_refs=4, gammas=(0.1, 0.3, 1.0), epochs=3,
                 sentences=100, exact_sentences=10, exact_budget=1000)
 
+# Notebook 08 (every method, K in {2, 4, 8}): the 4-style toy at the mixture lessons' smaller size
+# (4000 pairs, 3 epochs) so that 14 models per seed fit; the dev set chooses the decoding settings.
+_COMPARE_LAB = dict(styles=4, toy_train=4000, training=dict(epochs=3, lr=2e-3, warmup=100), ks=(2, 4, 8),
+                    seeds=(0, 1, 2), test_sentences=100, dev_sentences=50)
+
 PROFILES = {
     "ci": Profile("ci", 90, toy_train=2000, toy_test=50, bible_test=60, spm_vocab=2000,
                   spm_sentences=3000, uses_bible_training=False,
@@ -73,7 +79,9 @@ PROFILES = {
                   ibm=dict(toy_train=2000, nmt_train=2000, iterations=3, test_refs=4, gammas=(0.1, 1.0), epochs=8,
                            sentences=20, exact_sentences=4, exact_budget=200),
                   mixture=dict(styles=3, toy_train=1000, training=dict(epochs=2, warmup=20), test_sentences=30, seeds=(0,),
-                               dropouts=(0.3,), flip_sentences=64)),
+                               dropouts=(0.3,), flip_sentences=64),
+                  compare=dict(styles=4, toy_train=1000, training=dict(epochs=2, warmup=20), ks=(2, 4), seeds=(0,),
+                               test_sentences=20, dev_sentences=10)),
     "lab": Profile("lab", 600, toy_train=20000, toy_test=200, bible_test=None, spm_vocab=8000,
                    spm_sentences=None, uses_bible_training=False,
                    toy_model=_TOY_LAB_MODEL, toy_training=_TOY_LAB_TRAINING,
@@ -82,7 +90,8 @@ PROFILES = {
                               exact_sentences=20, exact_budget=2000, speed_sentences=64),
                    multi_source=_MULTI_SOURCE_LAB,
                    ibm=_IBM_LAB,
-                   mixture=_MIXTURE_LAB),
+                   mixture=_MIXTURE_LAB,
+                   compare=_COMPARE_LAB),
     "full": Profile("full", 900, toy_train=20000, toy_test=200, bible_test=None, spm_vocab=8000,
                     spm_sentences=None, uses_bible_training=True,
                     toy_model=_TOY_LAB_MODEL, toy_training=_TOY_LAB_TRAINING,
@@ -100,7 +109,9 @@ PROFILES = {
                                       bible_training=dict(epochs=6, max_tokens=8000, lr=1e-3, warmup=1000)),
                     ibm=dict(_IBM_LAB, nmt_train=None, gammas=(0.1, 0.2, 0.3, 0.5, 0.7, 1.0), sentences=200, exact_sentences=50,
                              exact_budget=5000),
-                    mixture=dict(_MIXTURE_LAB, seeds=(0, 1, 2), dropouts=(0.1, 0.2, 0.3, 0.5))),
+                    mixture=dict(_MIXTURE_LAB, seeds=(0, 1, 2), dropouts=(0.1, 0.2, 0.3, 0.5)),
+                    # the Bible at K = 4 (its four references), one seed: six models, three shared with 02 and 05
+                    compare=dict(_COMPARE_LAB, bible_ks=(4,), bible_seeds=(0,))),
 }
 
 

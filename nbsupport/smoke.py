@@ -89,9 +89,10 @@ def smoke_profile(p):
     ibm = {**p.ibm, **{k: _cap(p.ibm[k]) for k in ("sentences", "exact_sentences", "exact_budget") if k in p.ibm},
            "nmt_train": min(p.ibm.get("nmt_train") or SMOKE_IBM_NMT_TRAIN, SMOKE_IBM_NMT_TRAIN)} if p.ibm else p.ibm
     mixture = {**p.mixture, **{k: _cap(p.mixture[k]) for k in ("test_sentences", "flip_sentences") if k in p.mixture}}
+    compare = {**p.compare, **{k: _cap(p.compare[k]) for k in ("test_sentences", "dev_sentences") if k in p.compare}}
     return replace(p, toy_test=_cap(p.toy_test), bible_test=_cap(p.bible_test, BIBLE_TEST_VERSES),
                    bible_dev=_cap(p.bible_dev, BIBLE_DEV_VERSES),
-                   curse=curse, ibm=ibm, mixture=mixture)
+                   curse=curse, ibm=ibm, mixture=mixture, compare=compare)
 
 
 def cache_tag() -> dict:

@@ -195,6 +195,9 @@ EXPECTED = {
         # exact search is lower-bounded by beam 4: its mean best score cannot be -inf or positive
         *(-1e4 < r[level][m]["exact_logprob_mean"] <= 0 for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
         r["speed"]["scones_greedy_sent_s"] > 0 and r["speed"]["softmax_beam4_sent_s"] > 0,
+        # Table 5: alpha chosen by greedy dev BLEU among the trained SCONES models, per level
+        *(r["alpha_on_dev"][l]["chosen"] in SCONES_MODELS[1:] and r["alpha_on_dev"][l]["dev_greedy_bleu"][r["alpha_on_dev"][l]["chosen"]]
+          == max(r["alpha_on_dev"][l]["dev_greedy_bleu"].values()) for l in ("low", "high")),
         # issue 14 #6-7: Fig. 6 pairs the best and the empty translation on the same 4 sentences; the best is at
         # least the best beam output (the seed) and at least the empty translation, sentence by sentence
         *(len(r[level][m]["exact_scores"]) == len(r[level][m]["seed_scores"]) == len(r[level][m]["empty_scores"]) == 4
@@ -213,6 +216,9 @@ EXPECTED = {
         # Hard-MoE decodes the batch K times in its E-step: K=10 cannot be faster than K=3
         r["speed"]["hard_moe"]["10"] < r["speed"]["hard_moe"]["3"],
         1 <= r["ablation"]["lambda0"]["domains_used"] <= 4,
+        # Fig. 5: greedy and beams 3/5/10 per domain; Table 1's diverse-beam row
+        set(r["fig5"]) == {"1", "3", "5", "10"} and all(0 <= v["mbleu"] <= 100 + 1e-6 for v in r["fig5"].values()),
+        0 <= r["toy"]["diverse_beam"]["pairwise_bleu"] <= 100 + 1e-6,
         0 <= r["ablation"]["source_input"]["pairwise_bleu"] <= 100 + 1e-6,
         set(r["claims"]),
     ],
@@ -264,7 +270,26 @@ EXPECTED = {
         r["rule"] == {"D1_RATIO": 0.2, "D2_PAIRWISE": 86.0},
         set(r["claims"]),
     ],
+    "08_choosing_a_method": lambda r: [
+        r["profile"] == "ci" and r["ks"] == [2, 4] and r["seeds"] == [0],
+        # the issue's keys, for every method and K
+        *(set(COMPARE_KEYS) <= set(r["toy"][n][f"K{k}"]) for n in COMPARE_METHODS for k in (2, 4)),
+        *(0 <= r["toy"][n][f"K{k}"][m] <= 100 + 1e-6 for n in COMPARE_METHODS for k in (2, 4)
+          for m in ("pairwise_bleu", "avg_oracle_bleu", "multi_ref_bleu")),
+        *(1 <= r["toy"][n][f"K{k}"]["coverage"] <= min(k, 4) for n in COMPARE_METHODS for k in (2, 4)),
+        *(r["toy"][n][f"K{k}"]["train_seconds"] > 0 and r["toy"][n][f"K{k}"]["decode_sent_per_s"] > 0
+          for n in COMPARE_METHODS for k in (2, 4)),
+        # the decoding methods share one baseline: one training time
+        len({r["toy"][n]["K2"]["train_seconds"] for n in ("sampling", "topk", "nucleus", "beam", "diverse_beam")}) == 1,
+        # the tuned settings come from the grids, and the ranking lists every method at every K
+        r["settings"]["topk.K2"]["top_k"] in (2, 3, 5, 10) and r["settings"]["nucleus.K4"]["top_p"] in (0.5, 0.7, 0.9, 0.95),
+        *(sorted(x["method"] for x in r["ranking"][f"K{k}"]) == sorted(COMPARE_METHODS) for k in (2, 4)),
+        r["toy"]["human"]["coverage"] == 4 and "bible" not in r and set(r["claims"]),
+    ],
 }
+COMPARE_METHODS = ("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "hMlp", "sMup", "vnmt",
+                   "target_conditioning")
+COMPARE_KEYS = ("pairwise_bleu", "avg_oracle_bleu", "multi_ref_bleu", "coverage", "train_seconds", "decode_sent_per_s")
 MIXTURE_NAMES = [f"{s}.{p}.{l}" for s in ("online", "offline") for p in ("shared", "independent")
                  for l in ("sMlp", "sMup", "hMlp", "hMup")]
 MULTI_SOURCE_SYSTEMS = ("fr", "de", "fr+de.basic", "fr+de.childsum", "fr+fr.same", "fr.attn", "fr+de.attn_basic",

@@ -33,6 +33,31 @@ def quality_diversity(points: Mapping[str, tuple[float, float]], human: tuple[fl
     return _caption(fig, caption)
 
 
+def quality_diversity_curves(curves: Mapping[str, Sequence[tuple[float, float, float, float]]], ks: Sequence[int],
+                             human: tuple[float, float] | None = None,
+                             quality_label: str = "average oracle BLEU (quality)", caption: str | None = None):
+    """One line per method through its points at each K: ``curves[name]`` is a list of
+    (pairwise BLEU, quality BLEU, spread of pairwise, spread of quality), one per K in ``ks``;
+    the first point is marked with its K, the last with the method's name."""
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for name, pts in curves.items():
+        x, y, dx, dy = zip(*pts)
+        line = ax.errorbar(x, y, xerr=dx, yerr=dy, marker="o", ms=4, capsize=2, lw=1.2, label=name)
+        ax.annotate(f"K={ks[0]}", (x[0], y[0]), textcoords="offset points", xytext=(3, -10), fontsize=7,
+                    color=line[0].get_color())
+        ax.annotate(f"{name} K={ks[-1]}", (x[-1], y[-1]), textcoords="offset points", xytext=(4, 4), fontsize=7,
+                    color=line[0].get_color())
+    if human is not None:
+        ax.scatter(*human, marker="*", s=250, color="crimson", zorder=4, label="human")
+    ax.set_xlabel("pairwise BLEU (reversed: right = more diverse)")
+    ax.set_ylabel(quality_label)
+    ax.invert_xaxis()
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    return _caption(fig, caption)
+
+
 def grouped_bars(table: Mapping[str, Mapping[str, float]], metrics: Sequence[str],
                  ylabel: str = "BLEU", caption: str | None = None):
     """One group of bars per row of ``table`` (row name -> metric -> value)."""

@@ -1,0 +1,185 @@
+"""Notebook 08: every diversity method on one task, one metric set, one K sweep.
+
+One toy task (the profile's ``compare`` settings: S styles, low ambiguity), for each seed the
+models every method needs (a baseline shared by the decoding methods, one latent model per K
+for Hard-MoE, the mixtures and target conditioning, one variational NMT for every K), the
+decoding baselines' settings chosen on the dev set per K, then each method's K hypotheses on
+the test set scored with the metrics of notebook 00 and timed.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+from .. import registry
+from ..metrics import diversity_report, human_scores
+from ..models.mixture import MixtureConfig
+from ..models.target_encoder import ConditioningConfig
+from ..pipeline import Task, toy_task, train_model
+from ..profiles import Profile, profile
+from .mixture_runs import train_variant, train_vnmt
+
+# registry method names, in the order of the tables (decoding methods on the baseline first)
+METHODS = ("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "hMlp", "sMup", "vnmt",
+           "target_conditioning")
+DECODING = ("sampling", "topk", "nucleus", "beam", "diverse_beam")       # the baseline, K hypotheses each
+# the decoding baselines' grids, searched on the dev set for every K (the papers tune top-k and
+# diverse beam by grid search: seed 000 section 5, Shen et al. section 4); sampling and beam have none
+GRIDS = {"topk": {"top_k": (2, 3, 5, 10)},
+         "nucleus": {"top_p": (0.5, 0.7, 0.9, 0.95)},
+         "diverse_beam": {"diversity": (0.2, 0.5, 1.0, 2.0)}}
+METRICS = ("pairwise_bleu", "avg_oracle_bleu", "multi_ref_bleu", "coverage", "distinct", "train_seconds",
+           "decode_sent_per_s")
+LAMBDA = 1.0      # target conditioning's batch-entropy weight, as notebook 05's main model
+
+
+def task(cfg: Profile | str, seed: int = 0) -> Task:
+    """The comparison's toy: the profile's ``compare`` size (S styles, low ambiguity)."""
+    cfg = profile(cfg)
+    c = cfg.compare
+    t = toy_task(cfg, seed, n_styles=c["styles"], ambiguity="low", n_train=c["toy_train"])
+    t.training = {**t.training, **c.get("training", {})}
+    return t
+
+
+def train_for(name: str, t: Task, k: int, device, seed: int = 0):
+    """(model, training seconds) for method ``name`` at K = ``k``: the decoding methods share
+    the baseline, variational NMT one model for every K (K prior samples); the latent models
+    have K values. Cached: a second run loads them (the seconds are those of the training)."""
+    m = registry.method(name)
+    if m.family == "transformer" and m.latent == "none":
+        model, hist = train_model(t, "baseline", device, n_latent=1, seed=seed, progress=False)
+    elif name == "hard_moe":
+        model, hist = train_model(t, f"hard-moe-k{k}", device, n_latent=k, seed=seed, progress=False)
+    elif m.family == "mixture":                      # Shen et al.'s online shared variant, dropout in the M-step
+        model, hist = train_variant(t, MixtureConfig.from_name(m.mixture), device, seed=seed, k=k)
+    elif name == "vnmt":
+        model, hist = train_vnmt(t, device, seed=seed)
+    elif name == "target_conditioning":
+        model, hist = train_model(t, f"target-encoder-k{k}", device, n_latent=k, seed=seed, progress=False,
+                                  options=ConditioningConfig(lam=LAMBDA))
+    else:
+        raise ValueError(f"method {name!r} is not part of the comparison; valid: {', '.join(METHODS)}")
+    return model, hist.train_seconds
+
+
+def train_all(t: Task, ks, device, seed: int = 0) -> dict:
+    """{(method, K): (model, training seconds)} for every method of :data:`METHODS` and K in
+    ``ks``: the baseline and variational NMT are trained (or loaded) once and shared."""
+    out, shared = {}, {}
+    for name in METHODS:
+        m = registry.method(name)
+        for k in ks:
+            one_for_all_k = (m.family == "transformer" and m.latent == "none") or name == "vnmt"
+            key = ("baseline" if m.family == "transformer" else name) if one_for_all_k else (name, k)
+            if key not in shared:
+                shared[key] = train_for(name, t, k, device, seed)
+            out[name, k] = shared[key]
+    return out
+
+
+def scores(hyps, refs, seed: int = 0) -> dict:
+    """The metric set of every method: notebook 00's four, and the distinct hypotheses per source."""
+    r = diversity_report(hyps, refs, seed=seed)
+    return {"pairwise_bleu": r["pairwise_bleu"], "avg_oracle_bleu": r["avg_oracle_bleu"],
+            "multi_ref_bleu": r["multi_ref_bleu"], "coverage": r["ref_coverage"],
+            "distinct": statistics.mean(len(set(hs)) for hs in hyps)}
+
+
+def human_point(refs) -> dict:
+    h = human_scores(refs)
+    return {"pairwise_bleu": h["pairwise_bleu"], "avg_oracle_bleu": h["avg_oracle_bleu"],
+            "multi_ref_bleu": h["multi_ref_bleu"], "coverage": float(len(refs[0]))}
+
+
+def distance(point: dict, human: dict) -> float:
+    """Euclidean distance to the human point in the quality-diversity plane (pairwise BLEU,
+    average oracle BLEU), the ranking's and the dev-set tuning's criterion."""
+    return math.hypot(point["pairwise_bleu"] - human["pairwise_bleu"], point["avg_oracle_bleu"] - human["avg_oracle_bleu"])
+
+
+def translate(name: str, model, t: Task, sources, k: int, seed: int = 0, **options):
+    return registry.translate(name, model, t.src_vocab, t.tgt_vocab, sources, k=k, seed=seed, **options)
+
+
+def tune(name: str, model, t: Task, k: int, dev_sentences: int, seed: int = 0) -> tuple[dict, list[dict]]:
+    """The grid setting of ``name`` whose dev-set point lies closest to the dev set's human
+    point, and every setting's dev scores ({} and [] for a method without a grid)."""
+    grid = GRIDS.get(name)
+    if not grid:
+        return {}, []
+    dev = t.corpus.dev
+    srcs, refs = dev.src[:dev_sentences], dev.refs[:dev_sentences]
+    human = human_point(refs)
+    (option, values), = grid.items()
+    tried = []
+    for v in values:
+        point = scores(translate(name, model, t, srcs, k, seed, **{option: v}), refs, seed)
+        tried.append({option: v, **point, "distance": distance(point, human)})
+    best = min(tried, key=lambda r: r["distance"])
+    return {option: best[option]}, tried
+
+
+def evaluate(name: str, model, t: Task, k: int, test_sentences: int, seed: int = 0, **options) -> tuple[dict, list]:
+    """The test-set scores of ``name``'s K hypotheses and its decoding speed (sentences/s)."""
+    test = t.corpus.test
+    srcs, refs = test.src[:test_sentences], test.refs[:test_sentences]
+    t0 = time.perf_counter()
+    hyps = translate(name, model, t, srcs, k, seed, **options)
+    speed = len(srcs) / (time.perf_counter() - t0)
+    return {**scores(hyps, refs, seed), "decode_sent_per_s": speed}, hyps
+
+
+def spread(values) -> float:
+    """The seeds' spread: the sample standard deviation (0 for a single value)."""
+    values = list(values)
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def summarise(per_seed: list[dict]) -> dict:
+    """Mean of every metric over the seeds, their sample standard deviations under ``std``
+    (0 with one seed), and the values per seed."""
+    out = {m: statistics.mean(r[m] for r in per_seed) for m in METRICS}
+    out["std"] = {m: spread(r[m] for r in per_seed) for m in METRICS}
+    out["per_seed"] = {m: [r[m] for r in per_seed] for m in METRICS}
+    out["seeds"] = len(per_seed)
+    return out
+
+
+def beyond_spread(a: dict, b: dict, metric: str) -> float:
+    """How far a's mean exceeds b's beyond both spreads: mean_a - mean_b - (std_a + std_b)
+    (positive: a is higher beyond the seeds' spread)."""
+    return a[metric] - b[metric] - (a["std"][metric] + b["std"][metric])
+
+
+def dominates(a: dict, b: dict) -> bool:
+    """a beats b on both axes beyond the seeds' spread: more diverse (lower pairwise BLEU) and
+    better (higher average oracle BLEU)."""
+    return beyond_spread(b, a, "pairwise_bleu") > 0 and beyond_spread(a, b, "avg_oracle_bleu") > 0
+
+
+def frontier(rows: dict[str, dict]) -> list[str]:
+    """The methods no other method dominates (beyond the seeds' spread)."""
+    return [n for n, r in rows.items() if not any(dominates(o, r) for m, o in rows.items() if m != n)]
+
+
+def method_view(name: str, model, t: Task, sentence: str, k: int, references=(), seed: int = 0, **options):
+    """Live: method ``name``'s K hypotheses of one source (a test sentence or one the student
+    wrote), the words that differ highlighted; against the source's references when it has
+    them, each hypothesis's best-matching reference and its sentence BLEU."""
+    from ..metrics import sentence_bleu
+    from ..views.live import compare_table, page, source_ids
+    source_ids(sentence, t.src_vocab, model.config.max_len)      # an empty or unknown-word source is named
+    hyps = translate(name, model, t, [sentence], k, seed, **options)[0]
+    setting = ", ".join(f"{o}={v}" for o, v in options.items()) or "no setting to tune"
+    extra = {}
+    if references:
+        best = [max(range(len(references)), key=lambda i: sentence_bleu(h, references[i])) for h in hyps]
+        extra = {"best reference": [f"ref {b}" for b in best],
+                 "sentence BLEU": [f"{sentence_bleu(h, references[b]):.1f}" for h, b in zip(hyps, best)]}
+    parts = [compare_table([f"{i + 1}" for i in range(k)], hyps, extra,
+                           title=f"{name} ({setting}), K = {k}: {len(set(hyps))} distinct of {k}")]
+    if references:
+        parts.append(compare_table([f"ref {i}" for i in range(len(references))], list(references), column="reference"))
+    return page(*parts)

@@ -1,0 +1,81 @@
+"""Notebook 08's comparison: the spread-aware ranking and frontier, the dev-set tuning and the
+live method view, against values computed by hand."""
+import math
+
+import pytest
+import torch
+
+import nbsupport as nbs
+from nbsupport.lessons import comparison as cmp
+
+
+def row(pw, orc, pw_sd=0.0, or_sd=0.0):
+    base = {m: 0.0 for m in cmp.METRICS}
+    return {**base, "pairwise_bleu": pw, "avg_oracle_bleu": orc,
+            "std": {**base, "pairwise_bleu": pw_sd, "avg_oracle_bleu": or_sd}}
+
+
+def test_distance_summary_and_spread_by_hand():
+    assert cmp.distance({"pairwise_bleu": 33.0, "avg_oracle_bleu": 44.0},
+                        {"pairwise_bleu": 30.0, "avg_oracle_bleu": 40.0}) == pytest.approx(5.0)
+    per_seed = [{m: v for m in cmp.METRICS} for v in (1.0, 2.0, 3.0)]
+    s = cmp.summarise(per_seed)
+    assert s["pairwise_bleu"] == 2.0 and s["std"]["coverage"] == pytest.approx(1.0)   # sample sd of 1, 2, 3
+    assert s["per_seed"]["distinct"] == [1.0, 2.0, 3.0] and s["seeds"] == 3
+    assert cmp.summarise(per_seed[:1])["std"]["pairwise_bleu"] == 0.0
+    assert cmp.spread([5.0]) == 0.0 and cmp.spread([1.0, 3.0]) == pytest.approx(math.sqrt(2))
+
+
+def test_dominance_and_frontier_respect_the_spread():
+    a, b = row(40, 60), row(50, 55)             # a: more diverse and better
+    assert cmp.dominates(a, b) and not cmp.dominates(b, a)
+    assert cmp.frontier({"a": a, "b": b}) == ["a"]
+    # the same means with spreads wider than the gaps: neither beats the other beyond the spread
+    a2, b2 = row(40, 60, pw_sd=6, or_sd=3), row(50, 55, pw_sd=5, or_sd=3)
+    assert not cmp.dominates(a2, b2) and cmp.frontier({"a": a2, "b": b2}) == ["a", "b"]
+    assert cmp.beyond_spread(row(10, 0, pw_sd=1), row(7, 0, pw_sd=1), "pairwise_bleu") == pytest.approx(1.0)
+    # a trade-off (c more diverse, d better) leaves both on the frontier
+    assert cmp.frontier({"c": row(30, 40), "d": row(70, 60)}) == ["c", "d"]
+
+
+def test_tune_picks_the_setting_closest_to_the_human_point(monkeypatch):
+    t = cmp.task("ci")
+    human = cmp.human_point(t.corpus.dev.refs[:6])
+    # a fake decoder whose dev point depends on top_k: (pairwise, oracle) = (human pw + 10 - 3k, human or - k)
+    points = {k: (human["pairwise_bleu"] + 10 - 3 * k, human["avg_oracle_bleu"] - k) for k in cmp.GRIDS["topk"]["top_k"]}
+    monkeypatch.setattr(cmp, "translate", lambda name, model, t, srcs, k, seed, top_k: top_k)
+    monkeypatch.setattr(cmp, "scores", lambda k, refs, seed: {"pairwise_bleu": points[k][0], "avg_oracle_bleu": points[k][1]})
+    best, tried = cmp.tune("topk", None, t, 4, 6)
+    by_hand = min(points, key=lambda k: math.hypot(points[k][0] - human["pairwise_bleu"], points[k][1] - human["avg_oracle_bleu"]))
+    assert best == {"top_k": by_hand} == {"top_k": 3}         # distances 10.0, 3.2, 5.1, 22.4
+    assert [r["top_k"] for r in tried] == [2, 3, 5, 10]
+    assert cmp.tune("beam", None, t, 4, 6) == ({}, [])       # nothing to tune
+
+
+def test_train_all_shares_the_baseline_and_vnmt(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cmp, "train_for", lambda name, t, k, device, seed: calls.append((name, k)) or (object(), 1.0))
+    out = cmp.train_all(None, (2, 4, 8), "cpu")
+    assert set(out) == {(n, k) for n in cmp.METHODS for k in (2, 4, 8)}
+    assert all(out[n, k] is out["sampling", 2] for n in cmp.DECODING for k in (2, 4, 8))
+    assert out["vnmt", 2] is out["vnmt", 8] and out["hard_moe", 2] is not out["hard_moe", 8]
+    # one baseline, one VNMT, and one model per K for each of the four latent-K methods
+    assert len(calls) == 1 + 1 + 4 * 3
+
+
+def test_method_view_decodes_live_and_names_bad_input():
+    t = cmp.task("ci")
+    torch.manual_seed(0)
+    model = nbs.registry.build(nbs.models.TransformerConfig(len(t.src_vocab), len(t.tgt_vocab), n_latent=3, **t.model_sizes)).eval()
+    test = t.corpus.test
+    html = cmp.method_view("hard_moe", model, t, test.src[0], 3, references=test.refs[0]).data
+    hyps = cmp.translate("hard_moe", model, t, [test.src[0]], 3)[0]
+    assert "hard_moe (no setting to tune), K = 3" in html and f"{len(set(hyps))} distinct of 3" in html
+    assert html.count("best reference") == 1 and all(f"<td>ref {i}</td>" in html for i in range(len(test.refs[0])))
+    best = [max(range(4), key=lambda i: nbs.metrics.sentence_bleu(h, test.refs[0][i])) for h in hyps]
+    assert all(f"<td>ref {b}</td><td>{nbs.metrics.sentence_bleu(h, test.refs[0][b]):.1f}</td>" in html
+               for h, b in zip(hyps, best))
+    with pytest.raises(ValueError, match="'zzzq'"):
+        cmp.method_view("hard_moe", model, t, test.src[0] + " zzzq", 3)
+    with pytest.raises(ValueError, match="empty"):
+        cmp.method_view("hard_moe", model, t, "  ", 3)
