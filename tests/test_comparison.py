@@ -16,7 +16,7 @@ def row(pw, orc, pw_sd=0.0, or_sd=0.0):
 
 
 def test_distance_summary_and_spread_by_hand():
-    assert cmp.distance({"pairwise_bleu": 33.0, "avg_oracle_bleu": 44.0},
+    assert cmp.distance({"pairwise_bleu": 33.0, "avg_oracle_bleu": 36.0},
                         {"pairwise_bleu": 30.0, "avg_oracle_bleu": 40.0}) == pytest.approx(5.0)
     per_seed = [{m: v for m in cmp.METRICS} for v in (1.0, 2.0, 3.0)]
     s = cmp.summarise(per_seed)
@@ -47,7 +47,7 @@ def test_tune_picks_the_setting_closest_to_the_human_point(monkeypatch):
     monkeypatch.setattr(cmp, "scores", lambda k, refs, seed: {"pairwise_bleu": points[k][0], "avg_oracle_bleu": points[k][1]})
     best, tried = cmp.tune("topk", None, t, 4, 6)
     by_hand = min(points, key=lambda k: math.hypot(points[k][0] - human["pairwise_bleu"], points[k][1] - human["avg_oracle_bleu"]))
-    assert best == {"top_k": by_hand} == {"top_k": 3}         # distances 10.0, 3.2, 5.1, 22.4
+    assert best == {"top_k": by_hand} == {"top_k": 3}         # distances 10.0, 3.2, 5.1, 22.4 (every point is below the human oracle BLEU)
     assert [r["top_k"] for r in tried] == [2, 3, 5, 10]
     assert cmp.tune("beam", None, t, 4, 6) == ({}, [])       # nothing to tune
 
@@ -79,3 +79,17 @@ def test_method_view_decodes_live_and_names_bad_input():
         cmp.method_view("hard_moe", model, t, test.src[0] + " zzzq", 3)
     with pytest.raises(ValueError, match="empty"):
         cmp.method_view("hard_moe", model, t, "  ", 3)
+
+
+def test_distance_does_not_penalise_quality_above_the_human_point():
+    human = {"pairwise_bleu": 30.0, "avg_oracle_bleu": 40.0}
+    assert cmp.distance({"pairwise_bleu": 33.0, "avg_oracle_bleu": 55.0}, human) == pytest.approx(3.0)
+    assert cmp.distance({"pairwise_bleu": 30.0, "avg_oracle_bleu": 36.0}, human) == pytest.approx(4.0)
+
+
+def test_the_strict_frontier_gets_harder_with_a_wider_spread():
+    rows = {"hm": row(40, 60), "beam": row(70, 65), "sampling": row(20, 30)}
+    assert cmp.on_frontier_beyond_spread(rows, "hm")         # more diverse than beam, better than sampling
+    noisy = {"hm": row(40, 60, pw_sd=35, or_sd=35), "beam": row(70, 65), "sampling": row(20, 30)}
+    assert not cmp.on_frontier_beyond_spread(noisy, "hm")     # within the spread of both: not shown
+    assert cmp.frontier(noisy) == ["hm", "beam", "sampling"]  # ... while the lenient frontier keeps everyone

@@ -112,3 +112,11 @@ def test_controls_driven_through_ipywidgets_re_render_and_errors_stay_in_the_vie
     assert all(r["changed"] for r in report)
     assert [r["error"] for r in report if r["control"] == "sentence"] == [True, True]   # unknown word, empty
     assert "Traceback" not in capsys.readouterr().out
+
+
+def test_toggles_start_at_the_default_views_value():
+    buttons = widgets.toggles((2, 4, 8), "K", value=4)
+    assert buttons.value == 4 and list(buttons.options) == [2, 4, 8]
+    assert widgets.toggles((2, 4, 8), "K").value == 2            # the first option by default
+    with pytest.raises(ValueError, match=r"not one of their options \[2, 4, 8\]"):
+        widgets.toggles((2, 4, 8), "K", value=3)

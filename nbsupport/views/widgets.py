@@ -178,13 +178,18 @@ def explore(render: Callable, interactive: bool = True, **controls):
     return None
 
 
-def toggles(options, description: str = ""):
-    """Toggle buttons (one per option); a plain list when ipywidgets is missing."""
+def toggles(options, description: str = "", value=None):
+    """Toggle buttons (one per option), pressed at ``value`` (default: the first option; give the
+    render function's default so that the buttons show the default view's value); a plain list
+    when ipywidgets is missing."""
+    options = list(options)
+    if value is not None and value not in options:
+        raise ValueError(f"the toggles' value {value!r} is not one of their options {options}")
     try:
         import ipywidgets as w
-    except ImportError:
-        return list(options)
-    return w.ToggleButtons(options=list(options), description=description)
+    except ImportError:                    # the default view's value first, as explore's lists
+        return options if value is None else [value, *(o for o in options if o != value)]
+    return w.ToggleButtons(options=options, description=description, value=options[0] if value is None else value)
 
 
 def source_box(sentences: Sequence[str], description: str = "source"):
