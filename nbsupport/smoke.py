@@ -48,7 +48,11 @@ BIBLE_DEV_VERSES = 243    # the Bible dev split, validated after every epoch (bi
 # are small (d_model 128-512, batches of 8-12k tokens): their matrix products are too small
 # to keep the tensor cores busy, so training is taken at 15% MFU; decoding (one token per step,
 # a few hundred rows, a Python loop per step) is latency-bound and taken at 1.5%.
-GPU = {"name": "H100 SXM, bf16", "peak_tflops": 989.0, "train_mfu": 0.15, "decode_mfu": 0.015}
+GPU = {"name": "H100 SXM, bf16", "peak_tflops": 989.0, "train_mfu": 0.15, "decode_mfu": 0.015,
+       "step_overhead_s": 0.015}
+# ... and a small model's step is bound by kernel launches and Python, not FLOPs: a training step
+# (forward, backward, optimiser) takes at least step_overhead_s, so a model's training time is
+# the larger of its FLOPs time and steps x step_overhead_s (the toy models of 03, 04, 08).
 BUDGET_MIN = 15.0         # the full profile's budget per notebook
 
 
@@ -132,6 +136,13 @@ def forward_flops_per_token(model: nn.Module) -> tuple[float, float]:
     return 2.0 * src, 2.0 * tgt
 
 
+def _steps_per_epoch(data, max_tokens: int) -> int:
+    """The optimiser steps of one epoch: the training loop's own token batches."""
+    from .data.batching import token_batches
+    src_lens = [max(map(len, s)) if isinstance(s, tuple) else len(s) for s in data.src]
+    return len(token_batches(src_lens, [len(t) for t in data.tgt], max_tokens, shuffle=False))
+
+
 def _tokens(data) -> tuple[int, int]:
     src = sum(sum(map(len, s)) if isinstance(s, tuple) else len(s) for s in data.src)
     return src, sum(map(len, data.tgt))
@@ -148,6 +159,7 @@ def training_record(name: str, model: nn.Module, cfg, train_data, valid_data) ->
     k = getattr(model.config, "n_latent", 1)
     src, tgt = _tokens(train_data)
     vsrc, vtgt = _tokens(valid_data)
+    steps = _steps_per_epoch(train_data, cfg.max_tokens)
     train_fwd = 3.0 * (fs * src + cost.train_target_passes * ft * tgt)          # forward + backward
     if cost.extra_target_forwards:
         train_fwd += fs * src + cost.extra_target_forwards * ft * tgt         # the E-step
@@ -155,6 +167,7 @@ def training_record(name: str, model: nn.Module, cfg, train_data, valid_data) ->
     return {"name": name, "kind": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
             "flops_per_src_token": fs, "flops_per_tgt_token": ft, "n_latent": k, "epochs": cfg.epochs,
             "src_tokens_per_epoch": src, "tgt_tokens_per_epoch": tgt, "valid_tgt_tokens": vtgt,
+            "steps": cfg.epochs * steps,
             "train_flops": cfg.epochs * train_fwd, "valid_flops": cfg.epochs * valid}
 
 
@@ -252,7 +265,8 @@ _install_counter()
 def projection(records: list[dict], inference_flops: float, host: list[dict] = (), smoke_scale: int = SMOKE_SCALE,
                gpu: dict = GPU) -> dict:
     """Projected GPU time of one notebook at `full`: the models' training and validation
-    FLOPs (measured tokens x FLOPs per token x epochs) at the training throughput, plus the
+    FLOPs (measured tokens x FLOPs per token x epochs) at the training throughput (or, for a
+    small model, its optimiser steps at the per-step floor, whichever is longer), plus the
     inference FLOPs counted in the smoke run times ``smoke_scale`` (its evaluation sizes were
     divided by that) at the decoding throughput; plus the host work (IBM-3 sampling) projected
     from its sample. The budget is for the three together."""
@@ -261,7 +275,9 @@ def projection(records: list[dict], inference_flops: float, host: list[dict] = (
     data_scale = [next((f for t, f in scale.items() if r["name"].startswith(t + "-")), 1.0) for r in records]
     train = sum(f * r["train_flops"] + r["valid_flops"] for f, r in zip(data_scale, records))
     decode = inference_flops * smoke_scale
-    train_s = train / (peak * gpu["train_mfu"])
+    # per model: its FLOPs at the training throughput, or its steps at the per-step floor
+    train_s = sum(max((f * r["train_flops"] + r["valid_flops"]) / (peak * gpu["train_mfu"]),
+                      f * r.get("steps", 0) * gpu.get("step_overhead_s", 0.0)) for f, r in zip(data_scale, records))
     decode_s = decode / (peak * gpu["decode_mfu"])
     host_s = sum(h["projected_s"] for h in host)
     total_min = (train_s + decode_s + host_s) / 60

@@ -134,6 +134,11 @@ def test_training_record_counts_tokens_and_the_e_step():
     assert (r["src_tokens_per_epoch"], r["tgt_tokens_per_epoch"]) == (src_tokens, tgt_tokens)
     step = 3 * (fs * src_tokens + ft * tgt_tokens) + fs * src_tokens + k * ft * tgt_tokens
     assert r["train_flops"] == pytest.approx(3 * step)
+    assert r["steps"] == 3 * 1                        # the whole tiny set fits one 4096-token batch per epoch
+    longest = max(max(len(a), len(b)) for a, b in zip(data.src, data.tgt))
+    one_each = smoke.training_record("m", model, TrainConfig(epochs=2, max_tokens=longest), data, valid)
+    per_epoch = len(list(data.batches(longest, shuffle=True, seed=0, device="cpu")))   # the training loop's batches
+    assert one_each["steps"] == 2 * per_epoch and len(data) / 2 < per_epoch < len(data)
     plain = smoke.training_record("b", Transformer(tiny_config()), cfg, data, valid)
     assert plain["train_flops"] == pytest.approx(3 * 3 * (fs * src_tokens + ft * tgt_tokens))
 
@@ -158,6 +163,11 @@ def test_projection_by_hand():
     p = smoke.projection(sampled, 0.0, host, gpu=gpu)
     assert p["train_flops"] == pytest.approx(10 * 3e15 + 1e15) and p["train_tgt_tokens"] == pytest.approx(200)
     assert smoke.projection(sampled, 0.0, [{**host[0], "task": "ibm3-toy-g0.1"}], gpu=gpu)["train_flops"] == 4e15
+    # a small model with many steps: the per-step floor, not its FLOPs, sets its time
+    floor = {**gpu, "step_overhead_s": 0.02}
+    small = [{**recs[0], "train_flops": 1e12, "steps": 3000}]             # 0.02 s of FLOPs, 60 s of steps
+    assert smoke.projection(small, 0.0, gpu=floor)["train_min"] == pytest.approx(1.0)
+    assert smoke.projection(recs, 0.0, gpu=floor)["train_min"] == pytest.approx(1.0)   # FLOPs-bound: 60 s
 
 
 def test_host_record_projects_linearly(tmp_path, monkeypatch):
