@@ -98,7 +98,7 @@ def greedy_or_sample(stepper, batch: int, max_len: int | Sequence[int], temperat
 
 
 def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Nucleus (top-p) filtering, Holtzman et al. 2020 eq. 3: keep the smallest set of most
+    """Nucleus (top-p) filtering, Holtzman et al. 2020 section 3.1: keep the smallest set of most
     probable tokens whose probabilities sum to at least ``top_p`` (the best token always),
     zero the rest and renormalise. ``probs``: (B, V) rows summing to 1."""
     sorted_p, order = probs.sort(dim=-1, descending=True)

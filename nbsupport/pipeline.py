@@ -55,8 +55,7 @@ def bible_task(cfg: Profile | str, src: str = "e", targets=bible.ENGLISH_REFEREN
     (seed 000 section 5.1), sentencepiece vocabularies trained on the training books. ``cfg``:
     a :class:`Profile` or its name; ``src``: a Bible version code (see ``bible.VERSIONS``)."""
     cfg = profile(cfg)
-    corpus = bible.corpus(sources=(src,), targets=targets, test_limit=cfg.bible_test, train_limit=cfg.bible_train,
-                          dev_limit=cfg.bible_dev)
+    corpus = bible.corpus(sources=(src,), targets=targets, **cfg.bible_limits())
     train_src = corpus.train.sources[src][:cfg.spm_sentences]
     train_tgt = [r for rs in corpus.train.refs[:cfg.spm_sentences] for r in rs]
     src_vocab = train_sentencepiece(train_src, cfg.spm_vocab, name=f"spm-{src}")

@@ -35,6 +35,10 @@ class Profile:
     mixture: dict = field(default_factory=dict)       # notebooks 03-04: mixture runs (toy size, epochs, seeds)
     compare: dict = field(default_factory=dict)       # notebook 08: every method, K sweep, seeds, the Bible's K
 
+    def bible_limits(self) -> dict:
+        """The Bible splits' sizes as :func:`nbsupport.data.bible.corpus` takes them."""
+        return {"test_limit": self.bible_test, "train_limit": self.bible_train, "dev_limit": self.bible_dev}
+
     def __str__(self) -> str:
         return f"profile {self.name!r} (budget {self.budget_s} s)"
 

@@ -136,13 +136,6 @@ def forward_flops_per_token(model: nn.Module) -> tuple[float, float]:
     return 2.0 * src, 2.0 * tgt
 
 
-def _steps_per_epoch(data, max_tokens: int) -> int:
-    """The optimiser steps of one epoch: the training loop's own token batches."""
-    from .data.batching import token_batches
-    src_lens = [max(map(len, s)) if isinstance(s, tuple) else len(s) for s in data.src]
-    return len(token_batches(src_lens, [len(t) for t in data.tgt], max_tokens, shuffle=False))
-
-
 def _tokens(data) -> tuple[int, int]:
     src = sum(sum(map(len, s)) if isinstance(s, tuple) else len(s) for s in data.src)
     return src, sum(map(len, data.tgt))
@@ -159,7 +152,7 @@ def training_record(name: str, model: nn.Module, cfg, train_data, valid_data) ->
     k = getattr(model.config, "n_latent", 1)
     src, tgt = _tokens(train_data)
     vsrc, vtgt = _tokens(valid_data)
-    steps = _steps_per_epoch(train_data, cfg.max_tokens)
+    steps = len(train_data.index_batches(cfg.max_tokens))        # the training loop's own batches
     train_fwd = 3.0 * (fs * src + cost.train_target_passes * ft * tgt)          # forward + backward
     if cost.extra_target_forwards:
         train_fwd += fs * src + cost.extra_target_forwards * ft * tgt         # the E-step

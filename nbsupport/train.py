@@ -106,12 +106,18 @@ class Encoded:
     def __len__(self) -> int:
         return len(self.src)
 
+    def index_batches(self, max_tokens: int, shuffle: bool = False, seed: int = 0) -> list[list[int]]:
+        """The example indices of each token-count batch (a multi-source example counts its
+        longest source)."""
+        multi = bool(self.src) and isinstance(self.src[0], tuple)
+        src_lens = [max(map(len, s)) if multi else len(s) for s in self.src]
+        return token_batches(src_lens, [len(t) for t in self.tgt], max_tokens, shuffle=shuffle, seed=seed)
+
     def batches(self, max_tokens: int, shuffle: bool, seed: int, device):
         """Yield :class:`~nbsupport.models.protocol.Batch` es (src, tgt_in, tgt_out, idx) of
         token-count batches."""
         multi = bool(self.src) and isinstance(self.src[0], tuple)
-        src_lens = [max(map(len, s)) if multi else len(s) for s in self.src]
-        for idx in token_batches(src_lens, [len(t) for t in self.tgt], max_tokens, shuffle=shuffle, seed=seed):
+        for idx in self.index_batches(max_tokens, shuffle, seed):
             if multi:
                 src = tuple(pad_batch([self.src[i][j] for i in idx]).to(device) for j in range(len(self.src[0])))
             else:

@@ -43,6 +43,13 @@ def task(cfg: Profile | str, seed: int = 0) -> Task:
     return t
 
 
+def one_model_for_every_k(name: str) -> bool:
+    """The decoding methods (the baseline) and variational NMT (K prior samples) train one
+    model whatever K; the latent-K methods one model per K."""
+    m = registry.method(name)
+    return (m.family == "transformer" and m.latent == "none") or m.family == "vnmt"
+
+
 def train_for(name: str, t: Task, k: int, device, seed: int = 0):
     """(model, training seconds) for method ``name`` at K = ``k``: the decoding methods share
     the baseline, variational NMT one model for every K (K prior samples); the latent models
@@ -69,10 +76,9 @@ def train_all(t: Task, ks, device, seed: int = 0) -> dict:
     ``ks``: the baseline and variational NMT are trained (or loaded) once and shared."""
     out, shared = {}, {}
     for name in METHODS:
-        m = registry.method(name)
+        shared_model = "baseline" if name in DECODING else name
         for k in ks:
-            one_for_all_k = (m.family == "transformer" and m.latent == "none") or name == "vnmt"
-            key = ("baseline" if m.family == "transformer" else name) if one_for_all_k else (name, k)
+            key = shared_model if one_model_for_every_k(name) else (name, k)
             if key not in shared:
                 shared[key] = train_for(name, t, k, device, seed)
             out[name, k] = shared[key]

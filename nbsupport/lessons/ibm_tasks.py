@@ -79,8 +79,7 @@ def bible_base(cfg: Profile | str, src: str = "e", tgt: str = "4"):
     """German (Elberfelder) -> English (WEB) verses, word level, IBM-3 trained on the
     training books (verses of at most BIBLE_MAX_WORDS words)."""
     cfg = profile(cfg)              # a profile name is accepted too
-    corpus = bible.corpus(sources=(src,), targets=(tgt,), test_limit=cfg.bible_test, train_limit=cfg.bible_train,
-                          dev_limit=cfg.bible_dev)
+    corpus = bible.corpus(sources=(src,), targets=(tgt,), **cfg.bible_limits())
     pairs = [(TOKENIZE(s.lower()), TOKENIZE(r[0].lower())) for s, r in zip(corpus.train.src, corpus.train.refs)]
     pairs = [p for p in pairs if 0 < len(p[0]) <= BIBLE_MAX_WORDS and 0 < len(p[1]) <= BIBLE_MAX_WORDS]
     key = {"dataset": "bible", "src": src, "tgt": tgt, "verses": len(corpus.train), "max_words": BIBLE_MAX_WORDS,

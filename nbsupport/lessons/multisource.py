@@ -90,8 +90,7 @@ def bible_data(cfg: Profile | str) -> MultiSourceData:
     cfg = profile(cfg)              # a profile name is accepted too
     ms = cfg.multi_source
     codes = tuple(ROLES["bible"].values())
-    corpus = bible.corpus(sources=codes, targets=bible.ENGLISH_REFERENCES, test_limit=cfg.bible_test,
-                          train_limit=cfg.bible_train, dev_limit=cfg.bible_dev)
+    corpus = bible.corpus(sources=codes, targets=bible.ENGLISH_REFERENCES, **cfg.bible_limits())
     n = cfg.spm_sentences
     vocabs = {c: train_sentencepiece(corpus.train.sources[c][:n], cfg.spm_vocab, name=f"spm-{c}") for c in codes}
     t = bible.ENGLISH_REFERENCES.index(BIBLE_TARGET)
