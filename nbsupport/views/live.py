@@ -20,7 +20,8 @@ from ..data.vocab import EOS
 from ..decode import MAX_LEN_A, MAX_LEN_B, as_latent, beam_search, generate, max_lengths, token_scores
 from .widgets import escape
 
-CSS = ("<style>.nbs-live td,.nbs-live th{padding:2px 8px;text-align:left;font-family:monospace}"
+# !important: JupyterLab's rendered-HTML style right-aligns table cells, which broke the hypotheses' columns
+CSS = ("<style>.nbs-live td,.nbs-live th{padding:2px 8px;text-align:left !important;font-family:monospace}"
        ".nbs-live mark{background:#ffe08a} .nbs-live tr.chosen{background:#e6f0ff}</style>")
 
 
