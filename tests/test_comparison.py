@@ -63,6 +63,18 @@ def test_train_all_shares_the_baseline_and_vnmt(monkeypatch):
     assert len(calls) == 1 + 1 + 4 * 3
 
 
+def test_the_profiles_methods_and_toy_model(monkeypatch):
+    assert cmp.methods("full") == cmp.methods("ci") == cmp.METHODS
+    assert cmp.methods("lab") == tuple(m for m in cmp.METHODS if m != "sMup")          # hMlp stands for the mixtures
+    lab = nbs.profile("lab")
+    t = cmp.task(lab)
+    assert {k: t.model_sizes[k] for k in lab.compare["model"]} == lab.compare["model"] != {k: lab.toy_model[k] for k in lab.compare["model"]}
+    assert t.training["epochs"] == lab.compare["training"]["epochs"]
+    monkeypatch.setitem(lab.compare, "methods", ("beam", "smup"))
+    with pytest.raises(ValueError, match="'smup'.*valid: sampling, topk"):
+        cmp.methods(lab)
+
+
 def test_method_view_decodes_live_and_names_bad_input():
     t = cmp.task("ci")
     torch.manual_seed(0)

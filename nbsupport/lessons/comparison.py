@@ -35,12 +35,24 @@ LAMBDA = 1.0      # target conditioning's batch-entropy weight, as notebook 05's
 
 
 def task(cfg: Profile | str, seed: int = 0) -> Task:
-    """The comparison's toy: the profile's ``compare`` size (S styles, low ambiguity)."""
+    """The comparison's toy: the profile's ``compare`` size (S styles, low ambiguity), model
+    sizes and training."""
     cfg = profile(cfg)
     c = cfg.compare
     t = toy_task(cfg, seed, n_styles=c["styles"], ambiguity="low", n_train=c["toy_train"])
+    t.model_sizes = {**t.model_sizes, **c.get("model", {})}
     t.training = {**t.training, **c.get("training", {})}
     return t
+
+
+def methods(cfg: Profile | str) -> tuple[str, ...]:
+    """The methods the profile compares, in :data:`METHODS`' order (all of them unless its
+    ``compare["methods"]`` names fewer)."""
+    chosen = profile(cfg).compare.get("methods") or METHODS
+    unknown = sorted(set(chosen) - set(METHODS))
+    if unknown:
+        raise ValueError(f"compare['methods'] names {unknown}; valid: {', '.join(METHODS)}")
+    return tuple(m for m in METHODS if m in chosen)
 
 
 def one_model_for_every_k(name: str) -> bool:
@@ -71,11 +83,11 @@ def train_for(name: str, t: Task, k: int, device, seed: int = 0):
     return model, hist.train_seconds
 
 
-def train_all(t: Task, ks, device, seed: int = 0) -> dict:
-    """{(method, K): (model, training seconds)} for every method of :data:`METHODS` and K in
-    ``ks``: the baseline and variational NMT are trained (or loaded) once and shared."""
+def train_all(t: Task, ks, device, seed: int = 0, names=METHODS) -> dict:
+    """{(method, K): (model, training seconds)} for every method of ``names`` and K in ``ks``:
+    the baseline and variational NMT are trained (or loaded) once and shared."""
     out, shared = {}, {}
-    for name in METHODS:
+    for name in names:
         shared_model = "baseline" if name in DECODING else name
         for k in ks:
             key = shared_model if one_model_for_every_k(name) else (name, k)
