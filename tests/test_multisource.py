@@ -147,6 +147,22 @@ def test_teacher_forced_equals_incremental(n, attention, combiner):
         assert torch.allclose(a(tgt_in[idx, :1]), b(tgt_in[idx, :1]), atol=1e-6)
 
 
+@pytest.mark.parametrize("layers,attention", [(1, "local"), (2, "local"), (2, "none")])
+def test_written_out_decoder_cell_is_one_step_of_its_nn_lstm(layers, attention):
+    """decoder_cell (layer 0's input gates precomputed, the feed's columns apart) = the model's
+    own nn.LSTM run for one step on [x_t; h~_{t-1}], state and output, layer by layer."""
+    torch.manual_seed(1)
+    m = MultiSourceLSTM(LSTMConfig((13,), 11, d_model=D, layers=layers, dropout=0.3, attention=attention)).eval()
+    g = torch.Generator().manual_seed(2)
+    x, feed = torch.randn(4, D, generator=g), torch.randn(4, D, generator=g)
+    hc = (torch.randn(layers, 4, D, generator=g), torch.randn(layers, 4, D, generator=g))
+    inp = torch.cat([x, feed], -1) if attention != "none" else x
+    with torch.no_grad():
+        out, (h, c) = m.decoder(inp[:, None], hc)
+        top, (h2, c2) = m.decoder_cell(m.input_gates(x), feed if attention != "none" else None, hc)
+    assert torch.allclose(top, out[:, 0], atol=1e-6) and torch.allclose(h2, h, atol=1e-6) and torch.allclose(c2, c, atol=1e-6)
+
+
 def test_the_combined_state_reaches_the_decoder():
     """Changing the second source changes the output: the combiner really merges."""
     m = model(2, "none", "basic")
