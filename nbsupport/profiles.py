@@ -55,9 +55,11 @@ _TOY_LAB_TRAINING = dict(epochs=5, max_tokens=1024, lr=1e-3, warmup=400)
 # no better in 8 epochs. D=10 (the paper's window) beat D=3 for fr.attn (BLEU 78 against 62).
 _MULTI_SOURCE_LAB = dict(toy_train=20000, toy_model=dict(d_model=128, layers=1, dropout=0.2, window=10),
                          toy_training=dict(epochs=8, max_tokens=1024, lr=3e-3, warmup=200))
-# Notebooks 03-04 (mixtures, K = S = 3 as Shen et al.): many short runs on a smaller toy.
+# Notebooks 03-04 (mixtures, K = S = 3 as Shen et al.): many short runs on a smaller toy. 03's
+# Shen Table 1 runs all four losses x {no dropout, E&M, M}: nine models more than hMup alone, about
+# 6 minutes on the 2-core machine on a day it ran 2.3x slower (soft losses ~47 s each, hard ~25 s).
 _MIXTURE_LAB = dict(styles=3, toy_train=4000, training=dict(epochs=3, lr=2e-3, warmup=100), test_sentences=100, seeds=(0,),
-                    dropouts=(0.1, 0.3), flip_sentences=256)
+                    dropouts=(0.1, 0.3), flip_sentences=256, table1_losses=("sMlp", "sMup", "hMlp", "hMup"))
 
 # Notebook 07 (IBM-3 synthetic pairs): IBM training on 20k toy pairs takes ~15 s; per
 # temperature 4 NMT models (softmax, SCONES 0.2 and 1.0, Hard-MoE) at the curse sizes.
@@ -91,7 +93,7 @@ PROFILES = {
                   ibm=dict(toy_train=2000, nmt_train=2000, iterations=3, test_refs=4, gammas=(0.1, 1.0), epochs=8,
                            sentences=20, exact_sentences=4, exact_budget=200),
                   mixture=dict(styles=3, toy_train=1000, training=dict(epochs=2, warmup=20), test_sentences=30, seeds=(0,),
-                               dropouts=(0.3,), flip_sentences=64),
+                               dropouts=(0.3,), flip_sentences=64, table1_losses=("hMup",)),
                   compare=dict(styles=4, toy_train=1000, training=dict(epochs=2, warmup=20), ks=(2, 4), seeds=(0,),
                                test_sentences=20, dev_sentences=10)),
     "lab": Profile("lab", 600, toy_train=20000, toy_test=200, bible_test=None, spm_vocab=8000,

@@ -48,7 +48,8 @@ def task(cfg: Profile | str, seed: int = 0) -> Task:
 def methods(cfg: Profile | str) -> tuple[str, ...]:
     """The methods the profile compares, in :data:`METHODS`' order (all of them unless its
     ``compare["methods"]`` names fewer)."""
-    chosen = profile(cfg).compare.get("methods") or METHODS
+    cfg = profile(cfg)
+    chosen = cfg.compare.get("methods") or METHODS
     unknown = sorted(set(chosen) - set(METHODS))
     if unknown:
         raise ValueError(f"compare['methods'] names {unknown}; valid: {', '.join(METHODS)}")
