@@ -56,8 +56,8 @@ _TOY_LAB_TRAINING = dict(epochs=5, max_tokens=1024, lr=1e-3, warmup=400)
 _MULTI_SOURCE_LAB = dict(toy_train=20000, toy_model=dict(d_model=128, layers=1, dropout=0.2, window=10),
                          toy_training=dict(epochs=8, max_tokens=1024, lr=3e-3, warmup=200))
 # Notebooks 03-04 (mixtures, K = S = 3 as Shen et al.): many short runs on a smaller toy. 03's
-# Shen Table 1 runs all four losses x {no dropout, E&M, M}: nine models more than hMup alone, about
-# 6 minutes on the 2-core machine on a day it ran 2.3x slower (soft losses ~47 s each, hard ~25 s).
+# Shen Table 1 runs all four losses x {no dropout, E&M, M}: nine models more than hMup alone (soft
+# losses ~47 s each, hard ~25 s); 03 took 599 s in all on a day the 2-core machine ran 2.3x slower.
 _MIXTURE_LAB = dict(styles=3, toy_train=4000, training=dict(epochs=3, lr=2e-3, warmup=100), test_sentences=100, seeds=(0,),
                     dropouts=(0.1, 0.3), flip_sentences=256, table1_losses=("sMlp", "sMup", "hMlp", "hMup"))
 

@@ -267,9 +267,11 @@ class MultiSourceLSTM(nn.Module, Family):
         """Layer 0's gate contribution of embedded target tokens x (..., d): W_ih[:, :d] x + b_ih."""
         return F.linear(x, self.decoder.weight_ih_l0[:, :self.config.d_model], self.decoder.bias_ih_l0)
 
-    def step(self, tokens: torch.Tensor, memory: Memory, state: dict):
-        """One decoder step: tokens (B,) -> logits (B, V), new state, attention weights."""
-        h_tilde, state, weights = self._recur(self.input_gates(self.drop(self.tgt_embed(tokens))), memory, state)
+    def step(self, tokens: torch.Tensor, memory: Memory, state: dict, recurrent=None):
+        """One decoder step: tokens (B,) -> logits (B, V), new state, attention weights
+        (``recurrent``: :meth:`recurrent_weights`, computed when None)."""
+        h_tilde, state, weights = self._recur(self.input_gates(self.drop(self.tgt_embed(tokens))), memory, state,
+                                              recurrent)
         return self.out(self.drop(h_tilde)), state, weights
 
     def _recur(self, gates_in, memory: Memory, state: dict, weights=None):
@@ -344,6 +346,7 @@ class LSTMStepper:
         self.model = model
         self.memory, _ = model.encode(src)
         self.state = model.initial_state(self.memory)
+        self.recurrent = model.recurrent_weights()           # once per search, not per step
         self.device = self.memory.states[0].device
         self.weights: list = []
 
@@ -357,7 +360,7 @@ class LSTMStepper:
                       **({"feed": self.state["feed"][idx]} if "feed" in self.state else {})}
 
     def __call__(self, prefix: torch.Tensor) -> torch.Tensor:
-        logits, self.state, _ = self.model.step(prefix[:, -1], self.memory, self.state)
+        logits, self.state, _ = self.model.step(prefix[:, -1], self.memory, self.state, self.recurrent)
         return self.model.log_scores(logits)
 
     def reorder(self, index: torch.Tensor) -> None:
