@@ -55,9 +55,12 @@ def scones_loss(logits: torch.Tensor, targets: torch.Tensor, *, pad_id: int, alp
 
 def cross_entropy_loss(logits: torch.Tensor, targets: torch.Tensor, *, pad_id: int,
                        label_smoothing: float = 0.0, reduction: str = "mean") -> torch.Tensor:
-    """Softmax cross-entropy with the same interface as :func:`scones_loss`."""
-    per_token = F.cross_entropy(logits.float().transpose(1, -1) if logits.dim() == 3 else logits.float(),
-                                targets.clamp(min=0), reduction="none", label_smoothing=label_smoothing)
+    """Softmax cross-entropy with the same interface as :func:`scones_loss`. The logits are
+    flattened to (tokens, V), never transposed to (B, V, T): on a GPU the (B, V, T) layout runs
+    a "spatial" softmax kernel that was ~30% of a Bible training step on an H100."""
+    flat = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.clamp(min=0).reshape(-1),
+                           reduction="none", label_smoothing=label_smoothing)
+    per_token = flat.view(targets.shape)
     return _reduce(per_token, (targets != pad_id).to(per_token.dtype), reduction)
 
 

@@ -132,7 +132,7 @@ class TargetConditionedTransformer(Transformer):
             scores = self.domain_scores(src, tgt_out)
         p = domain_probs(scores.float(), temp, hard)
         logits = self(src, tgt_in, p)
-        nll_sum = F.cross_entropy(logits.float().transpose(1, 2), tgt_out, ignore_index=PAD,
+        nll_sum = F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=PAD,
                                   label_smoothing=label_smoothing, reduction="sum")
         loss = paper_objective_per_token(nll_sum, int((tgt_out != PAD).sum()), self.cond.lam, batch_entropy(p))
         return loss, scores.argmax(dim=-1).detach(), frozen
