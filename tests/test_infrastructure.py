@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import torch
 
 import nbsupport as nbs
 from nbsupport import cache
@@ -149,3 +150,20 @@ def test_setup_stops_page_faulting_activations_back_in():
                          env={**os.environ, "NBS_THREADS": "1"}).stdout
     assert nbs.runtime.keep_freed_memory()
     assert int(out) < 2000
+
+
+def test_cudnn_attention_is_taken_out_on_cuda():
+    """On an H100 cuDNN's SDPA built a plan per batch shape (a first epoch ~10x slower than the
+    rest); nbs.setup() on CUDA calls avoid_cudnn_attention, which must switch that backend off."""
+    if not hasattr(torch.backends.cuda, "cudnn_sdp_enabled"):
+        pytest.skip("this torch has no cuDNN SDPA switch")
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        nbs.runtime.avoid_cudnn_attention()
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)
+    import inspect
+    assert "avoid_cudnn_attention()" in inspect.getsource(nbs.runtime.setup)
+

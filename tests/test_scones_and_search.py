@@ -79,6 +79,22 @@ def test_cross_entropy_interface():
         scones_loss(logits, targets, pad_id=PAD, reduction="avg")
 
 
+def test_cross_entropy_per_token_is_the_smoothed_nll_written_out():
+    """Per token (the flattened (tokens, V) computation): -(1 - ls) log p(gold) - ls * mean_v log p(v),
+    zero at padding, for 2-d and 3-d logits."""
+    torch.manual_seed(0)
+    for shape in ((2, 4, 7), (5, 7)):
+        logits = torch.randn(*shape)
+        targets = torch.randint(1, 7, shape[:-1])
+        targets.view(-1)[1] = PAD
+        logp = torch.log_softmax(logits.double(), dim=-1)
+        by_hand = -(0.9 * logp.gather(-1, targets[..., None]).squeeze(-1) + 0.1 * logp.mean(-1))
+        by_hand[targets == PAD] = 0
+        got = cross_entropy_loss(logits, targets, pad_id=PAD, label_smoothing=0.1, reduction="none")
+        assert got.shape == targets.shape
+        assert torch.allclose(got.double(), by_hand, atol=1e-5)
+
+
 # ------------------------------------------------------------------------ exact search
 V, EOS_ID, BOS_ID = 5, 2, 1  # tokens 3, 4 are words; 0 pad and 1 bos are never good
 
