@@ -52,6 +52,32 @@ def test_soft_em_gradient_is_the_marginal_likelihood_gradient(prior, params):
             assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
 
 
+@pytest.mark.parametrize("assign", [[1, 0, 2, 1, 0, 2], [1, 1, 0, 0, 1, 0]])   # the second leaves expert 2 idle
+def test_hard_em_routing_gives_the_one_hot_weighted_gradient_of_all_k_experts(assign):
+    """Hard EM with independent experts decodes each sentence with its chosen expert only; the
+    gradient must be eq. 3's -sum_z r_z log p(y, z | x) with one-hot r over all K experts' passes,
+    and an idle expert must get a zero gradient (not None: Adam steps it on its momentum)."""
+    torch.manual_seed(0)
+    m = MixtureModel(cfg(3), MixtureConfig("hard", "learned", "independent", "offline", "none"))
+    src, tgt_in, tgt_out = batch(6)
+    m.stored = torch.nn.functional.one_hot(torch.tensor(assign), 3).float()
+    idx = list(range(6))
+    loss, z = m.mixture_loss(src, tgt_in, tgt_out, idx)
+    assert z.tolist() == assign
+    g_routed = torch.autograd.grad(loss, list(m.parameters()), allow_unused=True)
+    memory, mask = m.encode(src)
+    lj = m.log_prior(memory, mask) - m.expert_nll(memory, mask, tgt_in, tgt_out)
+    weighted = -(m.stored * lj).sum() / (tgt_out != 0).sum()
+    assert loss.item() == pytest.approx(weighted.item(), rel=1e-6)
+    g_all = torch.autograd.grad(weighted, list(m.parameters()), allow_unused=True)
+    for a, b in zip(g_routed, g_all):
+        assert a is not None and b is not None
+        assert torch.allclose(a, b, atol=1e-6)
+    idle = [p for p in m.experts[2].decoder.parameters()]
+    if 2 not in assign:
+        assert all(not g.any() for g, p in zip(g_routed, m.parameters()) if any(p is q for q in idle))
+
+
 def test_hard_em_with_one_expert_is_plain_training():
     g = torch.Generator().manual_seed(1)
     src = [torch.randint(4, 12, (5,), generator=g).tolist() + [2] for _ in range(40)]

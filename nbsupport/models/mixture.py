@@ -172,8 +172,26 @@ class MixtureModel(nn.Module, Family):
             nll = e.sentence_nll(e.decode(tgt_in, memory, mask, z), tgt_out)
             loss = (nll - log_prior.gather(1, z[:, None]).squeeze(1)).sum() / tokens
             return loss, z
+        if self.mixture.em == "hard":                 # independent experts: each decodes its own rows
+            z = r.argmax(dim=1)
+            return self.routed_nll(memory, mask, tgt_in, tgt_out, z) - log_prior.gather(1, z[:, None]).sum() / tokens, z
         lj = log_prior - self.expert_nll(memory, mask, tgt_in, tgt_out)
         return -(r * lj).sum() / tokens, r.argmax(dim=1)
+
+    def routed_nll(self, memory, mask, tgt_in, tgt_out, z) -> torch.Tensor:
+        """Hard EM with independent experts: sum_i NLL_{z_i}(y_i) / tokens, each expert decoding
+        only the sentences the E-step gave it. The gradient is the one-hot-weighted sum over all
+        K experts' passes (a sentence's other experts get weight 0), at ~1/K of their decoder cost.
+        An expert that got no sentence still gets a zero gradient, as it would from the K passes:
+        Adam then steps it on its momentum, exactly as before (a None gradient would freeze it)."""
+        total = memory.new_zeros(())
+        for j, e in enumerate(self.experts):
+            rows = (z == j).nonzero().squeeze(1)
+            if len(rows) == 0:
+                total = total + 0.0 * sum(p.sum() for p in e.parameters())
+                continue
+            total = total + e.sentence_nll(e.decode(tgt_in[rows], memory[rows], mask[rows]), tgt_out[rows]).sum()
+        return total / (tgt_out != PAD).sum()
 
     @torch.no_grad()
     def marginal_nll(self, src, tgt_in, tgt_out) -> torch.Tensor:
