@@ -13,8 +13,8 @@ from .data.synthetic import Corpus, ToyConfig, toy, toy_config, toy_trilingual
 from .data.vocab import WordVocab, train_sentencepiece
 from .models.transformer import TransformerConfig
 from .profiles import Profile, profile
-from .runtime import check_seed
-from .train import Encoded, TrainConfig, train_or_load
+from .runtime import check_seed, cpu_workers, run_in_processes, setup
+from .train import Encoded, TrainConfig, model_key_and_path, train_or_load
 
 
 @dataclass
@@ -78,6 +78,33 @@ def train_model(task: Task, name: str, device, n_latent: int = 1, seed: int = 0,
     ``MixtureConfig`` a K-expert mixture, a ``VNMTConfig`` variational NMT with dz = n_latent."""
     mc, tc = model_and_training_config(task, n_latent, seed, model_overrides, training_overrides)
     return train_or_load(f"{task.name}-{name}", mc, tc, task.key, task.train, task.valid, device, progress, options)
+
+
+def is_cached(task: Task, name: str, n_latent: int = 1, seed: int = 0, model_overrides: dict | None = None,
+              training_overrides: dict | None = None, options=None) -> bool:
+    """Would :func:`train_model` with these arguments load its model from the cache?"""
+    mc, tc = model_and_training_config(task, n_latent, seed, model_overrides, training_overrides)
+    return model_key_and_path(f"{task.name}-{name}", mc, tc, task.key, options)[1].exists()
+
+
+def _train_in_worker(task: Task, job: dict) -> float:
+    setup(job.get("seed", 0), "cpu", quiet=True)
+    return train_model(task, device="cpu", progress=False, **job)[1].train_seconds
+
+
+def train_in_parallel(task: Task, jobs: list[dict], device) -> list[str]:
+    """Train the models of ``jobs`` (each the keyword arguments of :func:`train_model` but
+    ``task``, ``device`` and ``progress``) that are not cached yet, several at once on a CPU (one
+    process per core: :func:`nbsupport.runtime.cpu_workers`), into the cache, so that the
+    notebook's own ``train_model`` calls then load them. In the order given (put the costliest
+    first). On a GPU or with one worker nothing happens here. Returns the names trained."""
+    todo = [job for job in jobs if not is_cached(task, **job)]
+    workers = cpu_workers(device, len(todo))
+    if workers < 2:
+        return []
+    print(f"training {len(todo)} models, {workers} at a time in {workers} processes", flush=True)
+    run_in_processes(_train_in_worker, [(task, job) for job in todo], workers)
+    return [job["name"] for job in todo]
 
 
 def model_and_training_config(task: Task, n_latent: int = 1, seed: int = 0, model_overrides: dict | None = None,

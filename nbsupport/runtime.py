@@ -125,3 +125,35 @@ def setup(seed: int = 0, device: str | None = None, quiet: bool = False) -> torc
         print(f"device: {dev}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads, seed {seed}"
               + (", device checker on" if checking else ""))
     return dev
+
+
+# --------------------------------------------------------------------------- several CPU jobs at once
+PARALLEL_ENV = "NBS_PARALLEL"
+MAX_WORKERS = 4
+
+
+def cpu_workers(device, jobs: int) -> int:
+    """How many processes should train ``jobs`` independent models at once: on a CPU with 2+ cores,
+    one per core up to :data:`MAX_WORKERS` (a small model's step is overhead-bound, so two
+    one-thread processes on 2 cores train ~1.7x as much as one two-thread process); 1 on a GPU,
+    on one core, or with $NBS_PARALLEL=0."""
+    if torch.device(device).type != "cpu" or os.environ.get(PARALLEL_ENV, "1").strip() == "0":
+        return 1
+    return max(1, min(jobs, num_threads(), MAX_WORKERS))
+
+
+def _worker_init(threads: int) -> None:
+    os.environ[THREADS_ENV] = str(threads)
+    torch.set_num_threads(threads)
+
+
+def run_in_processes(fn, jobs: list[tuple], workers: int) -> list:
+    """``[fn(*job) for job in jobs]`` in ``workers`` fresh processes (spawned: safe from a notebook
+    kernel), each with its share of the CPU threads. ``fn`` must be a module-level function."""
+    import concurrent.futures
+    import multiprocessing
+    threads = max(1, num_threads() // workers)
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=_worker_init, initargs=(threads,)) as pool:
+        return list(pool.map(fn, *zip(*jobs))) if jobs else []
+

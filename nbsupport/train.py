@@ -290,6 +290,15 @@ def models_dir() -> Path:
     return build_dir() / "models"
 
 
+def model_key_and_path(name: str, model_cfg, train_cfg: TrainConfig, data_key: dict, options=None) -> tuple[dict, Path]:
+    """The cache key of a model (both configurations, the options, the data, the package version)
+    and the file it is cached in."""
+    key = {"model": non_default(model_cfg), "train": non_default(train_cfg), "data": data_key}
+    key.update(registry.cache_key(model_cfg, options))
+    key.update(smoke.cache_tag())        # a step-capped (smoke) model never shares a real model's key
+    return key, models_dir() / f"{name}-{key_hash(key)}.pt"
+
+
 def train_or_load(name: str, model_cfg, train_cfg: TrainConfig, data_key: dict, train_data: Encoded,
                   valid_data: Encoded, device, progress: bool = True, options=None):
     """Return (model, history): loaded from the cache if this exact model was trained before,
@@ -300,10 +309,7 @@ def train_or_load(name: str, model_cfg, train_cfg: TrainConfig, data_key: dict, 
     ``ConditioningConfig`` as ``options``, that family). ``data_key`` must describe the data
     completely (data set, its configuration and split, vocabularies): it is part of the cache
     key, with both configurations, the options and the package version."""
-    key = {"model": non_default(model_cfg), "train": non_default(train_cfg), "data": data_key}
-    key.update(registry.cache_key(model_cfg, options))
-    key.update(smoke.cache_tag())        # a step-capped (smoke) model never shares a real model's key
-    path = models_dir() / f"{name}-{key_hash(key)}.pt"
+    key, path = model_key_and_path(name, model_cfg, train_cfg, data_key, options)
     build = lambda: registry.build(model_cfg, options)
     model = build()
     smoke.record_training(name, model, train_cfg, train_data, valid_data)   # only while NBS_LEDGER is set

@@ -63,6 +63,16 @@ def test_train_all_shares_the_baseline_and_vnmt(monkeypatch):
     assert len(calls) == 1 + 1 + 4 * 3
 
 
+def test_one_rule_says_which_model_a_method_uses():
+    """model_key is the one place that decides sharing: the decoding methods are exactly the
+    registry's plain-Transformer methods, all on "baseline"; VNMT one model; the rest one per K."""
+    assert tuple(n for n in cmp.METHODS if cmp.uses_the_baseline(n)) == cmp.DECODING
+    assert {cmp.model_key(n, k) for n in cmp.DECODING for k in (2, 8)} == {"baseline"}
+    assert cmp.model_key("vnmt", 2) == cmp.model_key("vnmt", 8) == "vnmt"
+    assert cmp.model_key("hMlp", 4) == ("hMlp", 4) and not cmp.one_model_for_every_k("target_conditioning")
+    assert cmp.one_model_for_every_k("beam") and cmp.one_model_for_every_k("vnmt")
+
+
 def test_the_profiles_methods_and_toy_model(monkeypatch):
     assert cmp.methods("full") == cmp.methods("ci") == cmp.METHODS
     assert cmp.methods("lab") == tuple(m for m in cmp.METHODS if m != "sMup")          # hMlp stands for the mixtures

@@ -367,3 +367,21 @@ def test_vnmt_batches_sharing_a_generator_draw_fresh_noise():
         assert not torch.equal(seen[0], seen[2]) and not torch.equal(seen[1], seen[3])
     finally:
         decode.generate = real
+
+
+def test_prefetched_variants_are_the_models_train_variant_loads(monkeypatch, capsys):
+    """prefetch_variants trains the uncached variants in worker processes (soft losses first) under
+    the very cache keys train_variant uses; a second prefetch has nothing to do."""
+    from nbsupport.lessons import mixture_runs as mr
+    from nbsupport.pipeline import is_cached
+    monkeypatch.setenv("NBS_THREADS", "2")
+    t = mr.task("ci")
+    t.training = {**t.training, "epochs": 1}
+    variants = [MixtureConfig.from_name(n) for n in ("online.shared.hMup", "online.independent.sMlp")]
+    trained = mr.prefetch_variants(t, variants, "cpu")
+    assert trained == ["mix-online.independent.sMlp-M-k3", "mix-online.shared.hMup-M-k3"]
+    assert all(is_cached(t, **mr.variant_job(t, v)) for v in variants)
+    assert mr.prefetch_variants(t, variants, "cpu") == []
+    capsys.readouterr()
+    mr.train_variant(t, variants[0], "cpu")
+    assert "loaded cached model" in capsys.readouterr().out

@@ -275,3 +275,28 @@ def test_translation_html_is_the_live_decoding_and_names_bad_input(tiny_trilingu
         nbs.multisource.translation_html(systems["fr.attn"], data, "fr.attn", {"xa": "  "})
     with pytest.raises(ValueError, match="no attention"):
         nbs.multisource.attention_maps_of(systems["fr+de.basic"], data, "fr+de.basic", sources)
+
+
+def test_systems_trained_in_parallel_are_cached_and_loaded(monkeypatch, capsys):
+    """On a CPU the uncached systems train in worker processes (costliest first); the notebook's
+    train_system then loads each from the cache instead of training it again."""
+    import os
+    from nbsupport.lessons import multisource as ms
+    from nbsupport.runtime import cpu_workers, run_in_processes
+    monkeypatch.setenv("NBS_THREADS", "2")
+    assert cpu_workers("cpu", 5) == 2 and cpu_workers("cpu", 1) == 1 and cpu_workers("cuda", 5) == 1
+    monkeypatch.setenv("NBS_PARALLEL", "0")
+    assert cpu_workers("cpu", 5) == 1
+    monkeypatch.delenv("NBS_PARALLEL")
+    # each worker gets its share of the threads, results come back in the jobs' order
+    assert run_in_processes(os.getenv, [("NBS_THREADS",), ("NBS_THREADS",), ("NBS_THREADS",)], 2) == ["1"] * 3
+    cfg = nbs.profile("ci")
+    data = ms.toy_data(cfg, 0)
+    data.training = {**data.training, "epochs": 1}
+    systems = ["fr", "fr.attn", "fr"]
+    assert ms.train_in_parallel(data, systems, "cpu") == ["fr.attn", "fr"]      # deduplicated, attention first
+    assert all(ms.is_cached(data, s) for s in ("fr", "fr.attn")) and not ms.is_cached(data, "de")
+    assert ms.train_in_parallel(data, systems, "cpu") == []                       # nothing left to train
+    capsys.readouterr()
+    model, hist = ms.train_system(data, "fr.attn", "cpu", progress=False)
+    assert "loaded cached model" in capsys.readouterr().out and hist.train_seconds > 0

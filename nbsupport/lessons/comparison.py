@@ -56,11 +56,24 @@ def methods(cfg: Profile | str) -> tuple[str, ...]:
     return tuple(m for m in METHODS if m in chosen)
 
 
+def uses_the_baseline(name: str) -> bool:
+    """Is ``name`` a decoding method (a way to search the one plain Transformer, the baseline)?"""
+    m = registry.method(name)
+    return m.family == "transformer" and m.latent == "none"
+
+
+def model_key(name: str, k: int):
+    """Which trained model method ``name`` uses at K = ``k``: "baseline" for every decoding method
+    and every K, "vnmt" for every K (K prior samples of one model), (name, k) for a latent-K model."""
+    if uses_the_baseline(name):
+        return "baseline"
+    return name if registry.method(name).family == "vnmt" else (name, k)
+
+
 def one_model_for_every_k(name: str) -> bool:
     """The decoding methods (the baseline) and variational NMT (K prior samples) train one
     model whatever K; the latent-K methods one model per K."""
-    m = registry.method(name)
-    return (m.family == "transformer" and m.latent == "none") or m.family == "vnmt"
+    return not isinstance(model_key(name, 0), tuple)
 
 
 def train_for(name: str, t: Task, k: int, device, seed: int = 0):
@@ -68,7 +81,7 @@ def train_for(name: str, t: Task, k: int, device, seed: int = 0):
     the baseline, variational NMT one model for every K (K prior samples); the latent models
     have K values. Cached: a second run loads them (the seconds are those of the training)."""
     m = registry.method(name)
-    if m.family == "transformer" and m.latent == "none":
+    if uses_the_baseline(name):
         model, hist = train_model(t, "baseline", device, n_latent=1, seed=seed, progress=False)
     elif name == "hard_moe":
         model, hist = train_model(t, f"hard-moe-k{k}", device, n_latent=k, seed=seed, progress=False)
@@ -89,9 +102,8 @@ def train_all(t: Task, ks, device, seed: int = 0, names=METHODS) -> dict:
     the baseline and variational NMT are trained (or loaded) once and shared."""
     out, shared = {}, {}
     for name in names:
-        shared_model = "baseline" if name in DECODING else name
         for k in ks:
-            key = shared_model if one_model_for_every_k(name) else (name, k)
+            key = model_key(name, k)
             if key not in shared:
                 shared[key] = train_for(name, t, k, device, seed)
             out[name, k] = shared[key]

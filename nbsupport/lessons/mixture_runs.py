@@ -10,7 +10,7 @@ from .analysis import degeneracy, per_latent_bleu_one_ref, seed_label
 from ..data.batching import pad_batch
 from ..metrics import diversity_report
 from ..models.mixture import MixtureConfig
-from ..pipeline import Task, toy_task, train_model
+from ..pipeline import Task, toy_task, train_in_parallel, train_model
 from ..profiles import Profile, profile
 
 
@@ -25,13 +25,27 @@ def task(cfg: Profile | str, seed: int = 0, strength: str = "strong") -> Task:
     return t
 
 
+def variant_job(t: Task, variant: MixtureConfig, dropout: float | None = None, seed: int = 0,
+                k: int | None = None) -> dict:
+    """The :func:`~nbsupport.pipeline.train_model` arguments of a mixture of ``variant`` with model
+    dropout ``dropout`` (the profile's when None), K = ``k`` (the task's references when None)."""
+    k = k or len(t.corpus.test.refs[0])
+    return {"name": f"mix-{variant.name}-{variant.dropout_in.replace('&', '')}-k{k}", "n_latent": k, "seed": seed,
+            "model_overrides": {} if dropout is None else {"dropout": dropout}, "options": variant}
+
+
 def train_variant(t: Task, variant: MixtureConfig, device, dropout: float | None = None, seed: int = 0,
                   k: int | None = None):
     """A cached mixture of ``variant`` with model dropout ``dropout`` (the profile's when None)."""
-    over = {} if dropout is None else {"dropout": dropout}
-    k = k or len(t.corpus.test.refs[0])
-    name = f"mix-{variant.name}-{variant.dropout_in.replace('&', '')}-k{k}"
-    return train_model(t, name, device, n_latent=k, seed=seed, progress=False, model_overrides=over, options=variant)
+    return train_model(t, device=device, progress=False, **variant_job(t, variant, dropout, seed, k))
+
+
+def prefetch_variants(t: Task, variants, device, seeds=(0,), dropout: float | None = None) -> list[str]:
+    """Train the variants' uncached models several at once on a CPU (soft losses first: they run all
+    K decoders with gradients), for :func:`train_variant` to load; see ``pipeline.train_in_parallel``."""
+    jobs = [variant_job(t, v, dropout, seed) for v in variants for seed in seeds]
+    jobs.sort(key=lambda job: (job["options"].em == "soft", job["options"].params == "independent"), reverse=True)
+    return train_in_parallel(t, jobs, device)
 
 
 VNMT_DIM = 16    # the Gaussian latent's dimension (Shen et al.: 512 with 512-d models; ours are 128-d)

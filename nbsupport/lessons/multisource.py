@@ -21,7 +21,8 @@ from ..decode import generate
 from ..metrics import corpus_bleu
 from ..models.lstm import LSTMConfig, MultiSourceLSTM
 from ..profiles import Profile, profile
-from ..train import Encoded, TrainConfig, evaluate_loss, train_or_load
+from ..runtime import cpu_workers, run_in_processes, setup
+from ..train import Encoded, TrainConfig, evaluate_loss, model_key_and_path, train_or_load
 
 # name -> (source roles, combiner, attention): Figure 4's rows, plus the two-versions control.
 SYSTEMS = {
@@ -100,15 +101,44 @@ def bible_data(cfg: Profile | str) -> MultiSourceData:
     return MultiSourceData("bible", corpus, vocabs, tgt, t, key, ms["bible_model"], ms["bible_training"])
 
 
-def train_system(data: MultiSourceData, system: str, device, seed: int = 0, progress: bool = True):
-    """A cached model of ``system`` (see :data:`SYSTEMS`); returns (model, history)."""
+def _configs(data: MultiSourceData, system: str, seed: int):
     langs = data.langs(system)
     _, combiner, attention = SYSTEMS[system]
     mc = LSTMConfig(tuple(len(data.vocabs[l]) for l in langs), len(data.tgt_vocab),
                     combiner=combiner, attention=attention, **data.model_sizes)
-    tc = TrainConfig(seed=seed, **data.training)
-    return train_or_load(f"{data.dataset}-multisource-{system}", mc, tc, {**data.key, "langs": langs},
-                         data.encoded("train", langs), data.encoded("dev", langs), device, progress)
+    return f"{data.dataset}-multisource-{system}", mc, TrainConfig(seed=seed, **data.training), {**data.key, "langs": langs}
+
+
+def train_system(data: MultiSourceData, system: str, device, seed: int = 0, progress: bool = True):
+    """A cached model of ``system`` (see :data:`SYSTEMS`); returns (model, history)."""
+    name, mc, tc, key = _configs(data, system, seed)
+    langs = key["langs"]
+    return train_or_load(name, mc, tc, key, data.encoded("train", langs), data.encoded("dev", langs), device, progress)
+
+
+def is_cached(data: MultiSourceData, system: str, seed: int = 0) -> bool:
+    return model_key_and_path(*_configs(data, system, seed))[1].exists()
+
+
+def _train_in_worker(data: MultiSourceData, system: str, seed: int) -> float:
+    setup(seed, "cpu", quiet=True)
+    return train_system(data, system, "cpu", seed, progress=False)[1].train_seconds
+
+
+def train_in_parallel(data: MultiSourceData, systems, device, seed: int = 0) -> list[str]:
+    """Train the systems not yet cached, several at once on a CPU (one process per core, see
+    :func:`nbsupport.runtime.cpu_workers`); each is cached, so :func:`train_system` then loads it.
+    On a GPU, or with one worker, nothing happens here (train_system trains them one by one).
+    Returns the systems trained."""
+    todo = [s for s in dict.fromkeys(systems) if not is_cached(data, s, seed)]
+    # the costliest first (input feeding runs the decoder step by step; two sources cost more)
+    todo.sort(key=lambda s: (SYSTEMS[s][2] != "none", len(SYSTEMS[s][0])), reverse=True)
+    workers = cpu_workers(device, len(todo))
+    if workers < 2:
+        return []
+    print(f"training {len(todo)} systems, {workers} at a time ({workers} processes): {', '.join(todo)}", flush=True)
+    run_in_processes(_train_in_worker, [(data, s, seed) for s in todo], workers)
+    return todo
 
 
 def _batches(data: MultiSourceData, langs, split: str, batch_size: int, device):
