@@ -143,7 +143,10 @@ def cpu_workers(device, jobs: int) -> int:
 
 
 def _worker_init(threads: int) -> None:
+    from . import smoke
     os.environ[THREADS_ENV] = str(threads)
+    # the smoke run's ledger records each model once, from the parent's own (cache-hit) call
+    os.environ.pop(smoke.LEDGER_ENV, None)
     torch.set_num_threads(threads)
 
 
