@@ -234,7 +234,7 @@ def test_unknown_source_language_names_the_valid_ones():
     with pytest.raises(ValueError, match="'xa', 'xb'"):
         c.train.pairs("de")
     data = nbs.multisource.toy_data(nbs.profile("ci"))
-    with pytest.raises(ValueError, match=r"'xa', 'xb' \(roles: fr = 'xa', de = 'xb'"):
+    with pytest.raises(ValueError, match=r"'xa', 'xb', 'xc' \(roles: fr = 'xa', de = 'xb', close = 'xc'"):
         data.encoded("dev", ("fr",))
     with pytest.raises(ValueError, match=r"'e' \(Elberfelder\)"):
         nbs.pipeline.bible_task("ci", src="de")

@@ -100,9 +100,25 @@ def test_trilingual_sources_disambiguate_each_other():
     # ... so the pair of words determines every noun
     assert len({(la.noun[i], lb.noun[i]) for i in range(len(T.NOUNS))}) == len(T.NOUNS)
     c = data.toy_trilingual(n_train=200, n_test=20, seed=0)
-    assert set(c.test.sources) == {"xa", "xb"} and all(len(r) == 1 for r in c.test.refs)
-    assert c.info["merged_nouns"] == {"xa": amb_a, "xb": amb_b}
+    assert set(c.test.sources) == {"xa", "xb", "xc"} and all(len(r) == 1 for r in c.test.refs)
+    assert c.info["merged_nouns"]["xa"] == amb_a and c.info["merged_nouns"]["xb"] == amb_b
     assert c.info["noun_words"]["xa"] == la.noun
+
+
+def test_the_close_language_resolves_only_half_of_the_first_ones_merged_nouns():
+    """xc (Fig. 6 in miniature) shares two of xa's four merged pairs: with xa, the four nouns of the
+    shared pairs stay ambiguous, every other noun is determined by the pair of words."""
+    langs = T.trilingual_languages(0)
+    la, lc = langs["xa"], langs["xc"]
+    pairs = lambda L: {frozenset(v) for v in T.ambiguous_nouns(L).values()}
+    shared = pairs(la) & pairs(lc)
+    assert len(pairs(lc)) == 4 and len(shared) == 2
+    words = [(la.noun[i], lc.noun[i]) for i in range(len(T.NOUNS))]
+    still_ambiguous = {T.NOUNS[i] for i, w in enumerate(words) if words.count(w) > 1}
+    assert still_ambiguous == set().union(*shared) and len(still_ambiguous) == 4
+    assert lc.noun != la.noun and lc.order == "sov"
+    with pytest.raises(ValueError, match="even, odd, close"):
+        T.ToyLanguage(0, "sov", merge="all")
 
 
 @pytest.mark.parametrize("kwargs, word", [({"style_strength": "loud"}, "strong, subtle"),

@@ -194,6 +194,15 @@ def entropy_nats(meaning: Meaning, ambiguity: str) -> float:
 
 
 # --------------------------------------------------------------------------- generation
+# Which noun each of the first n nouns is merged with (a pair shares one source word).
+# "even" (xa) and "odd" (xb) merge different pairs: together they resolve every merged noun.
+# "close" (xc) shares half of xa's pairs and merges the other four nouns differently: with xa it
+# resolves only those four (Zoph & Knight Fig. 6: a closer second source gains less).
+MERGES = {"even": (1, 0, 3, 2, 5, 4, 7, 6),      # dog-cat, horse-bird, fish-farmer, king-child
+          "odd": (7, 2, 1, 4, 3, 6, 5, 0),       # cat-horse, bird-fish, farmer-king, child-dog
+          "close": (1, 0, 3, 2, 7, 6, 5, 4)}     # dog-cat, horse-bird (as xa), fish-child, farmer-king
+
+
 class ToyLanguage:
     """Source lexicon (invented words) and the English realiser, fixed by a seed."""
 
@@ -213,9 +222,9 @@ class ToyLanguage:
         self.place = [next(it) for _ in PLACES]
         self.order = order
         if merge is not None:  # trilingual: merge noun pairs into one ambiguous word
-            n_amb = len(NOUNS) // 2  # the first half of the nouns take part in the merges
-            for i in range(n_amb):
-                partner = (i ^ 1) if merge == "even" else ((i + 1) % n_amb if i % 2 else (i - 1) % n_amb)
+            if merge not in MERGES:    # the first half of the nouns take part in the merges
+                raise ValueError(f"unknown merge {merge!r}; valid: {', '.join(MERGES)}")
+            for i, partner in enumerate(MERGES[merge]):
                 self.noun[i] = self.noun[min(i, partner)]
 
     def source(self, m: Meaning) -> str:
@@ -333,17 +342,24 @@ def toy(config: ToyConfig | None = None, **overrides) -> Corpus:
 
 
 def toy_trilingual(config: ToyConfig | None = None, **overrides) -> Corpus:
-    """Two source languages ("xa": SOV, "xb": VSO) for one English target; each merges a
-    different set of noun pairs, so only the two together always determine the target.
+    """Source languages for one English target: "xa" (SOV) and "xb" (VSO) each merge a different
+    set of noun pairs, so only the two together always determine the target; "xc" shares half
+    of xa's merged pairs (see :func:`trilingual_languages`).
     Defaults to one style and no ambiguity, so the only uncertainty is the merged senses."""
     base = ToyConfig(n_styles=1)
     cfg = toy_config(config or base, **overrides)
-    langs = {"xa": ToyLanguage(cfg.seed, "sov", merge="even"),
-             "xb": ToyLanguage(cfg.seed + 1, "vso", merge="odd")}
+    langs = trilingual_languages(cfg.seed)
     corpus = _build(cfg, langs, "toy-trilingual")
     corpus.info["merged_nouns"] = {lang: ambiguous_nouns(L) for lang, L in langs.items()}
     corpus.info["noun_words"] = {lang: list(L.noun) for lang, L in langs.items()}
     return corpus
+
+
+def trilingual_languages(seed: int) -> dict[str, ToyLanguage]:
+    """The trilingual toy's sources: "xa" (SOV) and "xb" (VSO) merge complementary noun pairs;
+    "xc" (SOV, its own words) shares half of xa's merged pairs: a language close to xa."""
+    return {"xa": ToyLanguage(seed, "sov", merge="even"), "xb": ToyLanguage(seed + 1, "vso", merge="odd"),
+            "xc": ToyLanguage(seed + 2, "sov", merge="close")}
 
 
 def ambiguous_nouns(lang: ToyLanguage) -> dict[str, list[str]]:
@@ -389,7 +405,7 @@ def languages(corpus: Corpus) -> dict[str, ToyLanguage]:
     """The source languages a toy corpus was generated with (rebuilt from its configuration)."""
     seed = corpus.info["config"]["seed"]
     if corpus.name == "toy-trilingual":
-        return {"xa": ToyLanguage(seed, "sov", merge="even"), "xb": ToyLanguage(seed + 1, "vso", merge="odd")}
+        return trilingual_languages(seed)
     if corpus.name == "toy":
         return {"src": ToyLanguage(seed)}
     raise ValueError(f"{corpus.name!r} is not a toy corpus: only the toys have a grammar to compose with")

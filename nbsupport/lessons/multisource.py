@@ -35,8 +35,9 @@ SYSTEMS = {
     "fr+de.attn_basic": (("fr", "de"), "basic", "local"),
     "fr+de.attn_childsum": (("fr", "de"), "childsum", "local"),
     "fr+fr.two_versions": (("fr", "fr2"), "childsum", "none"),  # beyond the paper (Bible only)
+    "fr+close.basic": (("fr", "close"), "basic", "none"),       # Fig. 6 in miniature (toy only)
 }
-ROLES = {"toy": {"fr": "xa", "de": "xb"},
+ROLES = {"toy": {"fr": "xa", "de": "xb", "close": "xc"},
          "bible": {"fr": "l", "fr2": "o", "de": "e"}}
 BIBLE_TARGET = "4"   # the training target (World English Bible); the test also has KJV, BBE, YLT
 
@@ -60,6 +61,10 @@ class MultiSourceData:
         if missing:
             raise ValueError(f"system {system!r} needs {missing} which the {self.dataset} data does not have")
         return tuple(ROLES[self.dataset][r] for r in roles)
+
+    def has(self, system: str) -> bool:
+        """Does this data set have every source language ``system`` needs?"""
+        return all(r in ROLES[self.dataset] for r in SYSTEMS[system][0])
 
     def encoded(self, split: str, langs: tuple[str, ...]) -> Encoded:
         """(sources, training-target reference) pairs of a split."""
