@@ -13,7 +13,7 @@ from .data.synthetic import Corpus, ToyConfig, toy, toy_config, toy_trilingual
 from .data.vocab import WordVocab, train_sentencepiece
 from .models.transformer import TransformerConfig
 from .profiles import Profile, profile
-from .runtime import check_seed, cpu_workers, run_in_processes, setup
+from .runtime import check_seed, cpu_workers, setup, try_in_processes
 from .train import Encoded, TrainConfig, model_key_and_path, train_or_load
 
 
@@ -103,7 +103,8 @@ def train_in_parallel(task: Task, jobs: list[dict], device) -> list[str]:
     if workers < 2:
         return []
     print(f"training {len(todo)} models, {workers} at a time in {workers} processes", flush=True)
-    run_in_processes(_train_in_worker, [(task, job) for job in todo], workers)
+    if not try_in_processes(_train_in_worker, [(task, job) for job in todo], workers):
+        return []
     return [job["name"] for job in todo]
 
 

@@ -160,3 +160,16 @@ def run_in_processes(fn, jobs: list[tuple], workers: int) -> list:
                                                 initializer=_worker_init, initargs=(threads,)) as pool:
         return list(pool.map(fn, *zip(*jobs))) if jobs else []
 
+
+def try_in_processes(fn, jobs: list[tuple], workers: int) -> bool:
+    """:func:`run_in_processes`, or, if worker processes cannot run here (no process spawning in
+    this environment, an object that does not pickle, a worker that died), a printed reason and
+    False: the caller then trains one model at a time, as without workers."""
+    try:
+        run_in_processes(fn, jobs, workers)
+        return True
+    except Exception as err:           # noqa: BLE001 - any failure means: do it in this process
+        print(f"training in {workers} processes failed ({type(err).__name__}: {err}); training one at a time instead",
+              flush=True)
+        return False
+

@@ -167,3 +167,11 @@ def test_cudnn_attention_is_taken_out_on_cuda():
     import inspect
     assert "avoid_cudnn_attention()" in inspect.getsource(nbs.runtime.setup)
 
+
+
+def test_worker_processes_that_cannot_run_fall_back_to_one_at_a_time(capsys):
+    """A job that cannot reach a worker (here a lambda, which does not pickle) is said in one line
+    and answered False, so the notebook trains its models in its own process instead."""
+    assert nbs.runtime.try_in_processes(lambda x: x, [(1,), (2,)], 2) is False
+    assert "training one at a time instead" in capsys.readouterr().out
+    assert nbs.runtime.try_in_processes(abs, [(-1,), (2,)], 2) is True

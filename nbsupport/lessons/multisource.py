@@ -21,7 +21,7 @@ from ..decode import generate
 from ..metrics import corpus_bleu
 from ..models.lstm import LSTMConfig, MultiSourceLSTM
 from ..profiles import Profile, profile
-from ..runtime import cpu_workers, run_in_processes, setup
+from ..runtime import cpu_workers, setup, try_in_processes
 from ..train import Encoded, TrainConfig, evaluate_loss, model_key_and_path, train_or_load
 
 # name -> (source roles, combiner, attention): Figure 4's rows, plus the two-versions control.
@@ -142,7 +142,8 @@ def train_in_parallel(data: MultiSourceData, systems, device, seed: int = 0) -> 
     if workers < 2:
         return []
     print(f"training {len(todo)} systems, {workers} at a time ({workers} processes): {', '.join(todo)}", flush=True)
-    run_in_processes(_train_in_worker, [(data, s, seed) for s in todo], workers)
+    if not try_in_processes(_train_in_worker, [(data, s, seed) for s in todo], workers):
+        return []
     return todo
 
 
