@@ -292,7 +292,7 @@ COMPARE_METHODS = ("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_
 COMPARE_KEYS = ("pairwise_bleu", "avg_oracle_bleu", "multi_ref_bleu", "coverage", "train_seconds", "decode_sent_per_s")
 MIXTURE_NAMES = [f"{s}.{p}.{l}" for s in ("online", "offline") for p in ("shared", "independent")
                  for l in ("sMlp", "sMup", "hMlp", "hMup")]
-MULTI_SOURCE_SYSTEMS = ("fr", "de", "fr+de.basic", "fr+de.childsum", "fr+fr.same", "fr.attn", "fr+de.attn_basic",
+MULTI_SOURCE_SYSTEMS = ("fr", "de", "fr+de.basic", "fr+de.childsum", "fr+fr.same", "fr+close.basic", "fr.attn", "fr+de.attn_basic",
                         "fr+de.attn_childsum")
 SYSTEMS = ("beam", "sampling", "topk", "diverse_beam", "hard_moe")
 SCONES_MODELS = ("softmax", "scones_0.2", "scones_0.5", "scones_1.0")
