@@ -13,7 +13,7 @@ from .data.synthetic import Corpus, ToyConfig, toy, toy_config, toy_trilingual
 from .data.vocab import WordVocab, train_sentencepiece
 from .models.transformer import TransformerConfig
 from .profiles import Profile, profile
-from .runtime import check_seed, cpu_workers, setup, try_in_processes
+from .runtime import check_seed, setup, train_in_worker_processes
 from .train import Encoded, TrainConfig, model_key_and_path, train_or_load
 
 
@@ -99,11 +99,7 @@ def train_in_parallel(task: Task, jobs: list[dict], device) -> list[str]:
     notebook's own ``train_model`` calls then load them. In the order given (put the costliest
     first). On a GPU or with one worker nothing happens here. Returns the names trained."""
     todo = [job for job in jobs if not is_cached(task, **job)]
-    workers = cpu_workers(device, len(todo))
-    if workers < 2:
-        return []
-    print(f"training {len(todo)} models, {workers} at a time in {workers} processes", flush=True)
-    if not try_in_processes(_train_in_worker, [(task, job) for job in todo], workers):
+    if not train_in_worker_processes(_train_in_worker, [(task, job) for job in todo], device, "models"):
         return []
     return [job["name"] for job in todo]
 

@@ -174,3 +174,14 @@ def try_in_processes(fn, jobs: list[tuple], workers: int) -> bool:
               flush=True)
         return False
 
+
+def train_in_worker_processes(fn, jobs: list[tuple], device, what: str) -> bool:
+    """Run ``fn(*job)`` for every job (each trains one model into the cache) in worker processes
+    when :func:`cpu_workers` says more than one pays here, printing what it does; False when the
+    caller must train the models itself (one worker only, or workers that cannot run)."""
+    workers = cpu_workers(device, len(jobs))
+    if workers < 2:
+        return False
+    print(f"training {len(jobs)} {what}, {workers} at a time in {workers} processes", flush=True)
+    return try_in_processes(fn, jobs, workers)
+

@@ -21,7 +21,7 @@ from ..decode import generate
 from ..metrics import corpus_bleu
 from ..models.lstm import LSTMConfig, MultiSourceLSTM
 from ..profiles import Profile, profile
-from ..runtime import cpu_workers, setup, try_in_processes
+from ..runtime import setup, train_in_worker_processes
 from ..train import Encoded, TrainConfig, evaluate_loss, model_key_and_path, train_or_load
 
 # name -> (source roles, combiner, attention): Figure 4's rows, plus the two-versions control.
@@ -138,11 +138,8 @@ def train_in_parallel(data: MultiSourceData, systems, device, seed: int = 0) -> 
     todo = [s for s in dict.fromkeys(systems) if not is_cached(data, s, seed)]
     # the costliest first (input feeding runs the decoder step by step; two sources cost more)
     todo.sort(key=lambda s: (SYSTEMS[s][2] != "none", len(SYSTEMS[s][0])), reverse=True)
-    workers = cpu_workers(device, len(todo))
-    if workers < 2:
-        return []
-    print(f"training {len(todo)} systems, {workers} at a time ({workers} processes): {', '.join(todo)}", flush=True)
-    if not try_in_processes(_train_in_worker, [(data, s, seed) for s in todo], workers):
+    if not train_in_worker_processes(_train_in_worker, [(data, s, seed) for s in todo], device,
+                                     f"systems ({', '.join(todo)})"):
         return []
     return todo
 

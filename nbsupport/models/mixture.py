@@ -166,24 +166,22 @@ class MixtureModel(nn.Module, Family):
         tokens = (tgt_out != PAD).sum()
         memory, mask = self.encode(src)
         log_prior = self.log_prior(memory, mask)
-        if self.mixture.em == "hard" and self.mixture.params == "shared":   # only the chosen expert runs
+        if self.mixture.em == "hard":                 # one-hot r: only each sentence's chosen expert runs
             z = r.argmax(dim=1)
-            e = self.experts[0]
-            nll = e.sentence_nll(e.decode(tgt_in, memory, mask, z), tgt_out)
-            loss = (nll - log_prior.gather(1, z[:, None]).squeeze(1)).sum() / tokens
-            return loss, z
-        if self.mixture.em == "hard":                 # independent experts: each decodes its own rows
-            z = r.argmax(dim=1)
-            return self.routed_nll(memory, mask, tgt_in, tgt_out, z) - log_prior.gather(1, z[:, None]).sum() / tokens, z
+            return (self.chosen_nll(memory, mask, tgt_in, tgt_out, z) - log_prior.gather(1, z[:, None]).sum()) / tokens, z
         lj = log_prior - self.expert_nll(memory, mask, tgt_in, tgt_out)
         return -(r * lj).sum() / tokens, r.argmax(dim=1)
 
-    def routed_nll(self, memory, mask, tgt_in, tgt_out, z) -> torch.Tensor:
-        """Hard EM with independent experts: sum_i NLL_{z_i}(y_i) / tokens, each expert decoding
-        only the sentences the E-step gave it. The gradient is the one-hot-weighted sum over all
-        K experts' passes (a sentence's other experts get weight 0), at ~1/K of their decoder cost.
-        An expert that got no sentence still gets a zero gradient, as it would from the K passes:
-        Adam then steps it on its momentum, exactly as before (a None gradient would freeze it)."""
+    def chosen_nll(self, memory, mask, tgt_in, tgt_out, z) -> torch.Tensor:
+        """Hard EM's M-step: sum_i NLL_{z_i}(y_i), each sentence under the expert the E-step chose,
+        with gradients. The shared decoder takes z as its latent in one pass; independent experts
+        each decode only their own sentences. This is the one-hot-weighted sum over all K experts'
+        passes (a sentence's other experts get weight 0) at ~1/K of their decoder cost. An
+        independent expert that got no sentence still gets a zero gradient, as it would from the K
+        passes: Adam then steps it on its momentum, as before (a None gradient would freeze it)."""
+        if self.mixture.params == "shared":
+            e = self.experts[0]
+            return e.sentence_nll(e.decode(tgt_in, memory, mask, z), tgt_out).sum()
         total = memory.new_zeros(())
         for j, e in enumerate(self.experts):
             rows = (z == j).nonzero().squeeze(1)
@@ -191,7 +189,7 @@ class MixtureModel(nn.Module, Family):
                 total = total + 0.0 * sum(p.sum() for p in e.parameters())
                 continue
             total = total + e.sentence_nll(e.decode(tgt_in[rows], memory[rows], mask[rows]), tgt_out[rows]).sum()
-        return total / (tgt_out != PAD).sum()
+        return total
 
     @torch.no_grad()
     def marginal_nll(self, src, tgt_in, tgt_out) -> torch.Tensor:
