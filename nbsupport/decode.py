@@ -119,8 +119,8 @@ def beam_search(stepper, batch: int, beam: int, max_len: int | Sequence[int], n_
     Each source keeps ``beam`` live hypotheses in ``groups`` groups of ``beam // groups``.
     At every step the groups choose in order; group g's candidate scores are lowered by
     ``diversity`` times the number of times each token was chosen at this step by groups
-    0..g-1 of the same source (the Hamming diversity term; hypotheses keep their true
-    scores). With ``groups=1`` this is plain beam search. A hypothesis ends when it emits
+    0..g-1 of the same source, EOS included (the Hamming diversity term, as Vijayakumar et al.
+    and fairseq count it; hypotheses keep their true scores). With ``groups=1`` this is plain beam search. A hypothesis ends when it emits
     EOS; a group stops once it holds ``beam // groups`` finished hypotheses that no live one
     can beat (scores only fall; with length normalisation, once it holds that many), or at
     ``max_len`` where EOS is forced. Returns the ``n_best`` hypotheses of each source, best
@@ -172,6 +172,8 @@ def beam_search(stepper, batch: int, beam: int, max_len: int | Sequence[int], n_
                             continue
                         toks = prefix_rows[src_row] + [EOS]
                         finished[b][g].append(Hypothesis(toks, score, score / len(toks) if length_norm else score))
+                        picked_b.append(b)        # EOS is a token too: a later group ending here pays
+                        picked_w.append(w)
                     else:
                         new_index[row][kept], new_tokens[row][kept], new_live[row][kept] = src_row, w, score
                         picked_b.append(b)

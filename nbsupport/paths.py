@@ -28,4 +28,6 @@ def cache_dir() -> Path:
 
 
 def results_dir() -> Path:
-    return build_dir() / "notebooks"
+    """Executed notebooks and their results files: $NBS_RESULTS or <build>/notebooks (the test
+    suite's ci runs write elsewhere, so they never replace a lab or full run's results)."""
+    return Path(os.environ["NBS_RESULTS"]) if os.environ.get("NBS_RESULTS") else build_dir() / "notebooks"

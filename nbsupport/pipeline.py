@@ -98,10 +98,15 @@ def train_in_parallel(task: Task, jobs: list[dict], device) -> list[str]:
     process per core: :func:`nbsupport.runtime.cpu_workers`), into the cache, so that the
     notebook's own ``train_model`` calls then load them. In the order given (put the costliest
     first). On a GPU or with one worker nothing happens here. Returns the names trained."""
-    todo = [job for job in jobs if not is_cached(task, **job)]
-    if not train_in_worker_processes(_train_in_worker, [(task, job) for job in todo], device, "models"):
+    return train_many_in_parallel([(task, job) for job in jobs], device)
+
+
+def train_many_in_parallel(jobs: list[tuple[Task, dict]], device) -> list[str]:
+    """:func:`train_in_parallel` for models of several tasks: ``jobs`` is a list of (task, job)."""
+    todo = [(task, job) for task, job in jobs if not is_cached(task, **job)]
+    if not train_in_worker_processes(_train_in_worker, todo, device, "models"):
         return []
-    return [job["name"] for job in todo]
+    return [job["name"] for _, job in todo]
 
 
 def model_and_training_config(task: Task, n_latent: int = 1, seed: int = 0, model_overrides: dict | None = None,

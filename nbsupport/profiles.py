@@ -49,7 +49,7 @@ class Profile:
 # mixed styles in one output).
 _TOY_LAB_MODEL = dict(d_model=128, n_heads=4, d_ff=256, enc_layers=2, dec_layers=2, dropout=0.1)
 _TOY_LAB_TRAINING = dict(epochs=5, max_tokens=1024, lr=1e-3, warmup=400)
-# Notebook 01 (LSTMs, 8 systems). Measured on 2 CPU cores, 20k trilingual toy pairs, 8 epochs:
+# Notebook 01 (LSTMs, 10 systems on the toy). Measured on 2 CPU cores, 20k trilingual toy pairs, 8 epochs:
 # one layer of 128 trains a single-source model in ~30 s, a two-source one in ~35 s, with
 # attention (a step-by-step loop: input feeding) 60-85 s; two layers cost 1.5-2x and learned
 # no better in 8 epochs. D=10 (the paper's window) beat D=3 for fr.attn (BLEU 78 against 62).

@@ -129,6 +129,22 @@ def test_diverse_beam_penalty_changes_the_second_group():
     assert hyps[0].tokens[0] != hyps[1].tokens[0]
 
 
+def test_diverse_beam_penalises_ending_where_an_earlier_group_ended():
+    """EOS counts in the Hamming term: group 0 ends at once (the empty sentence, p 0.5); without
+    the penalty on EOS group 1 would end there too and write the same empty hypothesis."""
+    def fn(prefix):
+        p = [1e-9] * V
+        if len(prefix) == 1:
+            p[EOS], p[4], p[5] = 0.5, 0.3, 0.2
+        else:
+            p[EOS] = 0.99
+        return [math.log(x / sum(p)) for x in p]
+    hyps = beam_search(TableStepper(fn), 1, beam=2, max_len=4, n_best=2, groups=2, diversity=5.0)[0]
+    assert [h.tokens for h in hyps] == [[EOS], [5, EOS]]     # group 0's best, group 1's (4 is group 0's live pick)
+    plain = beam_search(TableStepper(fn), 1, beam=2, max_len=4, n_best=2, groups=2, diversity=0.0)[0]
+    assert [h.tokens for h in plain] == [[EOS], [EOS]]
+
+
 def test_latent_greedy_equals_one_greedy_run_per_latent():
     model, src = tiny_model(k=3), random_src()
     together = generate(model, src, "latent_greedy", max_len_a=1, max_len_b=6)

@@ -292,7 +292,7 @@ COMPARE_METHODS = ("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_
 COMPARE_KEYS = ("pairwise_bleu", "avg_oracle_bleu", "multi_ref_bleu", "coverage", "train_seconds", "decode_sent_per_s")
 MIXTURE_NAMES = [f"{s}.{p}.{l}" for s in ("online", "offline") for p in ("shared", "independent")
                  for l in ("sMlp", "sMup", "hMlp", "hMup")]
-MULTI_SOURCE_SYSTEMS = ("fr", "de", "fr+de.basic", "fr+de.childsum", "fr+fr.same", "fr+close.basic", "fr.attn", "fr+de.attn_basic",
+MULTI_SOURCE_SYSTEMS = ("fr", "de", "fr+de.basic", "fr+de.childsum", "fr+fr.same", "fr+close.basic", "close", "fr.attn", "fr+de.attn_basic",
                         "fr+de.attn_childsum")
 SYSTEMS = ("beam", "sampling", "topk", "diverse_beam", "hard_moe")
 SCONES_MODELS = ("softmax", "scones_0.2", "scones_0.5", "scones_1.0")
@@ -304,13 +304,17 @@ def test_runs_at_ci_profile(path, tmp_path, monkeypatch):
     # the device checker (nbsupport.devicecheck): a tensor left on the CPU for a model, in any cell or
     # widget's default view, fails here as it would on a GPU
     monkeypatch.setenv("NBS_CHECK_DEVICES", "1")
+    # results beside the executed copy: a ci run never replaces build/notebooks/<notebook>.json (the
+    # lab or full results a student or an acceptance check reads); the model cache stays shared
+    monkeypatch.setenv("NBS_RESULTS", str(tmp_path / "results"))
     # widgets on, and a last cell that drives every control through ipywidgets (nbs.widgets.exercise)
     copy, widget_report = with_widget_drive(path, tmp_path)
     t0 = time.time()
     executed = execute(copy, "ci", seed=0, out_dir=tmp_path / "out", timeout_s=600, parameters={"INTERACTIVE": True})
     elapsed = time.time() - t0
-    results = json.loads((results_dir() / f"{path.stem}.json").read_text())
+    results = json.loads((tmp_path / "results" / f"{path.stem}.json").read_text())
     assert results["_produced"]["time"], "results written"
+    assert results_dir() == tmp_path / "results"
     assert not executed_false_checks(executed), f"a printed check is False: {executed_false_checks(executed)}"
     assert "device checker on" in executed.read_text(), "nbs.setup did not turn the device checker on in the kernel"
     claims = results.get("claims")

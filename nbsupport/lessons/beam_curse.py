@@ -19,28 +19,46 @@ from ..data.batching import pad_batch
 from ..data.vocab import BOS, EOS
 from ..decode import MAX_LEN_A, MAX_LEN_B, generate, max_lengths
 from ..metrics import bleu_and_length
-from ..pipeline import train_model
+from ..pipeline import train_many_in_parallel, train_model
 from ..search import ModelScorer, exact_search, sequence_score
 
 PAPER_LABEL_SMOOTHING = 0.0   # section 3 and appendix C: softmax and SCONES trained without it
 
 
-def train_softmax_and_scones(task, alphas: dict, device, seed: int = 0, epochs: int | None = None,
-                             progress: bool = False) -> tuple[dict, dict]:
-    """Softmax (alpha ``None``) and SCONES models on ``task``, one per entry of ``alphas``
-    (name -> alpha), trained as the paper trains both: without label smoothing, whatever the
-    task's default training (the Bible's is 0.1); ``epochs`` overrides the task's. Returns
-    ({name: model}, {name: training history}); models are cached by
-    :func:`nbsupport.pipeline.train_model`."""
-    models, histories = {}, {}
+def softmax_and_scones_jobs(alphas: dict, seed: int = 0, epochs: int | None = None) -> dict[str, dict]:
+    """The :func:`~nbsupport.pipeline.train_model` arguments of a softmax (alpha ``None``) or
+    SCONES model per entry of ``alphas`` (name -> alpha), trained as the paper trains both:
+    without label smoothing, whatever the task's default training (the Bible's is 0.1);
+    ``epochs`` overrides the task's."""
+    jobs = {}
     for name, alpha in alphas.items():
         training = {"scones_alpha": 1.0 if alpha is None else alpha, "label_smoothing": PAPER_LABEL_SMOOTHING}
         if epochs is not None:
             training["epochs"] = epochs
-        models[name], histories[name] = train_model(
-            task, name, device, seed=seed, progress=progress, training_overrides=training,
-            model_overrides={} if alpha is None else {"output": "scones"})
+        jobs[name] = {"name": name, "seed": seed, "training_overrides": training,
+                      "model_overrides": {} if alpha is None else {"output": "scones"}}
+    return jobs
+
+
+def train_softmax_and_scones(task, alphas: dict, device, seed: int = 0, epochs: int | None = None,
+                             progress: bool = False) -> tuple[dict, dict]:
+    """Softmax and SCONES models on ``task`` (see :func:`softmax_and_scones_jobs`). Returns
+    ({name: model}, {name: training history}); models are cached by
+    :func:`nbsupport.pipeline.train_model`."""
+    models, histories = {}, {}
+    for name, job in softmax_and_scones_jobs(alphas, seed, epochs).items():
+        models[name], histories[name] = train_model(task, device=device, progress=progress, **job)
     return models, histories
+
+
+def prefetch_softmax_and_scones(runs, alphas: dict, device, seed: int = 0, more_jobs=()) -> list[str]:
+    """Train the uncached models of :func:`train_softmax_and_scones` for every (task, epochs) of
+    ``runs``, and the (task, job) pairs of ``more_jobs``, several at once on a CPU (one process per
+    core, see :func:`nbsupport.pipeline.train_many_in_parallel`) for the notebook's own calls to
+    load; nothing on a GPU. Returns the names trained."""
+    jobs = list(more_jobs) + [(task, job) for task, epochs in runs
+                              for job in softmax_and_scones_jobs(alphas, seed, epochs).values()]
+    return train_many_in_parallel(jobs, device)
 
 
 def _quality(hyps: list[str], refs) -> dict:

@@ -40,10 +40,11 @@ def train_variant(t: Task, variant: MixtureConfig, device, dropout: float | None
     return train_model(t, device=device, progress=False, **variant_job(t, variant, dropout, seed, k))
 
 
-def prefetch_variants(t: Task, variants, device, seeds=(0,), dropout: float | None = None) -> list[str]:
-    """Train the variants' uncached models several at once on a CPU (soft losses first: they run all
-    K decoders with gradients), for :func:`train_variant` to load; see ``pipeline.train_in_parallel``."""
-    jobs = [variant_job(t, v, dropout, seed) for v in variants for seed in seeds]
+def prefetch_variants(t: Task, variants, device, seeds=(0,), dropouts=(None,)) -> list[str]:
+    """Train the variants' uncached models (every seed and model dropout; None: the profile's)
+    several at once on a CPU (soft losses first: they run all K decoders with gradients), for
+    :func:`train_variant` to load; see ``pipeline.train_in_parallel``."""
+    jobs = [variant_job(t, v, dropout, seed) for v in variants for dropout in dropouts for seed in seeds]
     jobs.sort(key=lambda job: (job["options"].em == "soft", job["options"].params == "independent"), reverse=True)
     return train_in_parallel(t, jobs, device)
 

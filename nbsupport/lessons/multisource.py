@@ -36,6 +36,7 @@ SYSTEMS = {
     "fr+de.attn_childsum": (("fr", "de"), "childsum", "local"),
     "fr+fr.two_versions": (("fr", "fr2"), "childsum", "none"),  # beyond the paper (Bible only)
     "fr+close.basic": (("fr", "close"), "basic", "none"),       # Fig. 6 in miniature (toy only)
+    "close": (("close",), "basic", "none"),                     # its other single source (toy only)
 }
 ROLES = {"toy": {"fr": "xa", "de": "xb", "close": "xc"},
          "bible": {"fr": "l", "fr2": "o", "de": "e"}}
