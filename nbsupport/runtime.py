@@ -143,22 +143,34 @@ def cpu_workers(device, jobs: int) -> int:
     return max(1, min(jobs, num_threads(), MAX_WORKERS))
 
 
-def _worker_init(threads: int) -> None:
+def _exit_with(parent: int, every_s: float = 1.0) -> None:
+    """Poll until ``parent`` is no longer this process's parent (it died: a restarted or killed
+    notebook kernel), then exit at once instead of training on as an orphan."""
+    import time
+    while os.getppid() == parent:
+        time.sleep(every_s)
+    os._exit(1)
+
+
+def _worker_init(threads: int, parent: int) -> None:
+    import threading
     from . import smoke
     os.environ[THREADS_ENV] = str(threads)
     # the smoke run's ledger records each model once, from the parent's own (cache-hit) call
     os.environ.pop(smoke.LEDGER_ENV, None)
     torch.set_num_threads(threads)
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
 
 def run_in_processes(fn, jobs: list[tuple], workers: int) -> list:
     """``[fn(*job) for job in jobs]`` in ``workers`` fresh processes (spawned: safe from a notebook
-    kernel), each with its share of the CPU threads. ``fn`` must be a module-level function."""
+    kernel), each with its share of the CPU threads; a worker exits when this process dies (a
+    restarted kernel leaves no orphan training on). ``fn`` must be a module-level function."""
     import concurrent.futures
     import multiprocessing
     threads = max(1, num_threads() // workers)
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=_worker_init, initargs=(threads,)) as pool:
+                                                initializer=_worker_init, initargs=(threads, os.getpid())) as pool:
         return list(pool.map(fn, *zip(*jobs))) if jobs else []
 
 

@@ -300,3 +300,42 @@ def test_systems_trained_in_parallel_are_cached_and_loaded(monkeypatch, capsys):
     capsys.readouterr()
     model, hist = ms.train_system(data, "fr.attn", "cpu", progress=False)
     assert "loaded cached model" in capsys.readouterr().out and hist.train_seconds > 0
+
+
+def test_a_worker_exits_when_the_process_that_started_it_dies(tmp_path):
+    """A killed or restarted notebook kernel must not leave its training workers running as
+    orphans (they would hold the CPU and keep writing to the cache): runtime._exit_with."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    pid_file = tmp_path / "worker.pid"
+    script = ("import os, sys, time\nfrom nbsupport.runtime import run_in_processes\n"
+              "def job(path):\n    open(path, 'w').write(str(os.getpid()))\n    time.sleep(600)\n"
+              "if __name__ == '__main__':\n    run_in_processes(job, [(sys.argv[1],)], 1)\n")
+    (tmp_path / "kernel.py").write_text(script)
+    kernel = subprocess.Popen([sys.executable, str(tmp_path / "kernel.py"), str(pid_file)], cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    deadline = time.time() + 120
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.time() < deadline and kernel.poll() is None, "the worker never started"
+        time.sleep(0.2)
+    worker = int(pid_file.read_text())
+    kernel.send_signal(signal.SIGKILL)
+    kernel.wait()
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        with open(f"/proc/{pid}/stat") as f:            # a zombie awaiting its reaper is gone too
+            return f.read().split(")")[-1].split()[0] != "Z"
+    deadline = time.time() + 15
+    while alive(worker) and time.time() < deadline:
+        time.sleep(0.2)
+    orphan = alive(worker)
+    if orphan:
+        os.kill(worker, signal.SIGKILL)
+    assert not orphan, "the worker kept running after its parent was killed"

@@ -253,3 +253,26 @@ def test_softmax_and_scones_train_without_label_smoothing(monkeypatch, profile_n
         assert mc.output == ("softmax" if alpha is None else "scones")
         if not bible:   # exactly the configuration (and so the cache key) the toy models had before
             assert tc == TrainConfig(seed=0, **{**training, "epochs": 3, "scones_alpha": alpha or 1.0})
+
+
+def test_prefetched_softmax_and_scones_models_are_the_ones_the_notebooks_load(monkeypatch, capsys, tmp_path):
+    """prefetch_softmax_and_scones trains every uncached model of several tasks (and extra jobs) in
+    worker processes under the very cache keys train_softmax_and_scones and train_model use; a
+    second prefetch has nothing to do (notebooks 06 and 07)."""
+    from nbsupport import pipeline
+    from nbsupport.lessons import beam_curse
+    monkeypatch.setenv("NBS_THREADS", "2")
+    monkeypatch.setenv("NBS_BUILD", str(tmp_path / "build"))
+    tasks = [pipeline.toy_task("ci", 0, n_styles=1, ambiguity=level, n_train=300) for level in ("low", "high")]
+    alphas = {"softmax": None, "scones_0.5": 0.5}
+    extra = {"name": "hard-moe-k2", "n_latent": 2, "training_overrides": {"epochs": 1}}
+    trained = beam_curse.prefetch_softmax_and_scones([(t, 1) for t in tasks], alphas, "cpu",
+                                                     more_jobs=[(tasks[0], extra)])
+    assert trained == ["hard-moe-k2", "softmax", "scones_0.5", "softmax", "scones_0.5"]   # extra jobs first
+    assert beam_curse.prefetch_softmax_and_scones([(t, 1) for t in tasks], alphas, "cpu", more_jobs=[(tasks[0], extra)]) == []
+    capsys.readouterr()
+    for t in tasks:
+        beam_curse.train_softmax_and_scones(t, alphas, "cpu", epochs=1)
+    pipeline.train_model(tasks[0], device="cpu", progress=False, **extra)
+    assert capsys.readouterr().out.count("loaded cached model") == 5
+    assert not pipeline.is_cached(tasks[1], **extra)
