@@ -120,12 +120,13 @@ def beam_search(stepper, batch: int, beam: int, max_len: int | Sequence[int], n_
     At every step the groups choose in order; group g's candidate scores are lowered by
     ``diversity`` times the number of times each token was chosen at this step by groups
     0..g-1 of the same source, EOS included (the Hamming diversity term, as Vijayakumar et al.
-    and fairseq count it; hypotheses keep their true scores). With ``groups=1`` this is plain beam search. A hypothesis ends when it emits
-    EOS; a group stops once it holds ``beam // groups`` finished hypotheses that no live one
-    can beat (scores only fall; with length normalisation, once it holds that many), or at
-    ``max_len`` where EOS is forced. Returns the ``n_best`` hypotheses of each source, best
-    first (score divided by length when ``length_norm``); diverse beam search returns each
-    group's best in turn, then each group's second, and so on.
+    and fairseq count it; hypotheses keep their true scores). With ``groups=1`` this is plain
+    beam search. A hypothesis ends when it emits EOS; a group stops once it holds
+    ``beam // groups`` finished hypotheses that no live one can beat (scores only fall; with
+    length normalisation, once it holds that many), or at ``max_len`` where EOS is forced.
+    Returns the ``n_best`` hypotheses of each source, best first (score divided by length when
+    ``length_norm``); diverse beam search returns each group's best in turn, then each group's
+    second, and so on.
     """
     if beam < 1 or groups < 1 or beam % groups:
         raise ValueError(f"beam ({beam}) must be a positive multiple of groups ({groups})")

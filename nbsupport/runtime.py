@@ -136,8 +136,7 @@ def cpu_workers(device, jobs: int) -> int:
     """How many processes should train ``jobs`` independent models at once: on a CPU with 2+ cores,
     one per core up to :data:`MAX_WORKERS` (a small model's step is overhead-bound, so two
     one-thread processes on 2 cores train about twice as much as one two-thread process: 01's
-    systems, 986 s of training in 450 s); 1 on a GPU,
-    on one core, or with $NBS_PARALLEL=0."""
+    systems, 986 s of training in 450 s); 1 on a GPU, on one core, or with $NBS_PARALLEL=0."""
     if torch.device(device).type != "cpu" or os.environ.get(PARALLEL_ENV, "1").strip() == "0":
         return 1
     return max(1, min(jobs, num_threads(), MAX_WORKERS))
