@@ -143,13 +143,14 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) // 3)
 
 @pytest.mark.skipif(sys.platform != "linux" or platform.libc_ver()[0] != "glibc", reason="glibc malloc only")
 def test_setup_stops_page_faulting_activations_back_in():
-    """A repeated K=10 E-step re-used freed heap after nbs.setup() (measured without it on a
-    2-core VM: 12k-31k minor page faults per call, i.e. its activations mapped afresh)."""
+    """A repeated K=10 E-step re-used freed heap after nbs.setup() (measured on the 2-core VM:
+    without it 6.3k-31k minor page faults per call, i.e. its activations mapped afresh; with it
+    0-2.1k, so the bound sits between the two ranges: 2,000 failed once inside a full run)."""
     import subprocess
     out = subprocess.run([sys.executable, "-c", FAULTS_SCRIPT], capture_output=True, text=True, check=True,
                          env={**os.environ, "NBS_THREADS": "1"}).stdout
     assert nbs.runtime.keep_freed_memory()
-    assert int(out) < 2000
+    assert int(out) < 4000
 
 
 def test_cudnn_attention_is_taken_out_on_cuda():
