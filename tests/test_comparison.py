@@ -54,7 +54,7 @@ def test_tune_picks_the_setting_closest_to_the_human_point(monkeypatch):
 
 def test_train_all_shares_the_baseline_and_vnmt(monkeypatch):
     calls = []
-    monkeypatch.setattr(cmp, "train_for", lambda name, t, k, device, seed: calls.append((name, k)) or (object(), 1.0))
+    monkeypatch.setattr(cmp, "train_for", lambda name, t, k, device, seed, lam: calls.append((name, k)) or (object(), 1.0))
     out = cmp.train_all(None, (2, 4, 8), "cpu")
     assert set(out) == {(n, k) for n in cmp.METHODS for k in (2, 4, 8)}
     assert all(out[n, k] is out["sampling", 2] for n in cmp.DECODING for k in (2, 4, 8))
@@ -115,3 +115,24 @@ def test_the_strict_frontier_gets_harder_with_a_wider_spread():
     noisy = {"hm": row(40, 60, pw_sd=35, or_sd=35), "beam": row(70, 65), "sampling": row(20, 30)}
     assert not cmp.on_frontier_beyond_spread(noisy, "hm")     # within the spread of both: not shown
     assert cmp.frontier(noisy) == ["hm", "beam", "sampling"]  # ... while the lenient frontier keeps everyone
+
+
+def test_choose_lambda_keeps_the_lowest_validation_nll(monkeypatch):
+    """Target conditioning's lambda (notebooks 05 and 08): every candidate is trained at the K
+    asked, and the one whose model has the lowest validation NLL wins, not the first or the
+    largest; the domains each used are counted from its last epoch's usage (1% or more)."""
+    import types
+    nll = {1.0: 0.52, 100.0: 0.31, 1000.0: 0.35}
+    usage = {1.0: [4000, 0, 0, 0], 100.0: [990, 1010, 1000, 1000], 1000.0: [1500, 1480, 1000, 20]}
+    seen = []
+
+    def fake(t, k, device, seed=0, lam=1.0):
+        seen.append((k, lam))
+        return object(), types.SimpleNamespace(best_valid=nll[lam], epochs=[{"usage": usage[lam]}])
+
+    monkeypatch.setattr(cmp, "train_target_conditioning", fake)
+    lam, tried = cmp.choose_lambda(None, 4, "cpu")
+    assert lam == 100.0 and seen == [(4, l) for l in cmp.LAMBDAS]
+    assert {l: r["domains_used"] for l, r in tried.items()} == {1.0: 1, 100.0: 4, 1000.0: 3}
+    nll[1000.0] = 0.30
+    assert cmp.choose_lambda(None, 4, "cpu")[0] == 1000.0
