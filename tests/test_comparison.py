@@ -136,3 +136,10 @@ def test_choose_lambda_keeps_the_lowest_validation_nll(monkeypatch):
     assert {l: r["domains_used"] for l, r in tried.items()} == {1.0: 1, 100.0: 4, 1000.0: 3}
     nll[1000.0] = 0.30
     assert cmp.choose_lambda(None, 4, "cpu")[0] == 1000.0
+
+
+def test_target_conditioning_needs_its_lambda():
+    """No silent default: the paper's lambda = 1 as written collapses on the toy (notebook 05),
+    so training target conditioning without a chosen lambda is an error naming the candidates."""
+    with pytest.raises(ValueError, match=r"choose_lambda.*1, 100, 1000"):
+        cmp.train_for("target_conditioning", None, 4, "cpu")

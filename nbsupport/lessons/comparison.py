@@ -78,7 +78,7 @@ def one_model_for_every_k(name: str) -> bool:
     return not isinstance(model_key(name, 0), tuple)
 
 
-def train_target_conditioning(t: Task, k: int, device, seed: int = 0, lam: float = LAMBDAS[0]):
+def train_target_conditioning(t: Task, k: int, device, seed: int, lam: float):
     """The target-conditioned model with K = ``k`` domains and batch-entropy weight ``lam``: (model, history)."""
     return train_model(t, f"target-encoder-k{k}", device, n_latent=k, seed=seed, progress=False,
                        options=ConditioningConfig(lam=lam))
@@ -97,7 +97,7 @@ def choose_lambda(t: Task, k: int, device, seed: int = 0) -> tuple[float, dict]:
     return min(LAMBDAS, key=lambda lam: tried[lam]["valid_nll"]), tried
 
 
-def train_for(name: str, t: Task, k: int, device, seed: int = 0, lam: float = LAMBDAS[0]):
+def train_for(name: str, t: Task, k: int, device, seed: int = 0, lam: float | None = None):
     """(model, training seconds) for method ``name`` at K = ``k``: the decoding methods share
     the baseline, variational NMT one model for every K (K prior samples); the latent models
     have K values; target conditioning uses ``lam`` (:func:`choose_lambda`). Cached: a second
@@ -112,16 +112,19 @@ def train_for(name: str, t: Task, k: int, device, seed: int = 0, lam: float = LA
     elif name == "vnmt":
         model, hist = train_vnmt(t, device, seed=seed)
     elif name == "target_conditioning":
+        if lam is None:
+            raise ValueError("target conditioning needs its lambda: lam=choose_lambda(...)[0] "
+                             f"(candidates {', '.join(f'{c:g}' for c in LAMBDAS)})")
         model, hist = train_target_conditioning(t, k, device, seed, lam)
     else:
         raise ValueError(f"method {name!r} is not part of the comparison; valid: {', '.join(METHODS)}")
     return model, hist.train_seconds
 
 
-def train_all(t: Task, ks, device, seed: int = 0, names=METHODS, lam: float = LAMBDAS[0]) -> dict:
+def train_all(t: Task, ks, device, seed: int = 0, names=METHODS, lam: float | None = None) -> dict:
     """{(method, K): (model, training seconds)} for every method of ``names`` and K in ``ks``:
     the baseline and variational NMT are trained (or loaded) once and shared; target
-    conditioning with batch-entropy weight ``lam``."""
+    conditioning with batch-entropy weight ``lam`` (required when ``names`` has it)."""
     out, shared = {}, {}
     for name in names:
         for k in ks:
