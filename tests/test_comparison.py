@@ -120,7 +120,7 @@ def test_the_strict_frontier_gets_harder_with_a_wider_spread():
 def test_choose_lambda_keeps_the_lowest_validation_nll(monkeypatch):
     """Target conditioning's lambda (notebooks 05 and 08): every candidate is trained at the K
     asked, and the one whose model has the lowest validation NLL wins, not the first or the
-    largest; the domains each used are counted from its last epoch's usage (1% or more)."""
+    largest; the domains each used are counted from its last epoch's usage (more than 1%)."""
     import types
     nll = {1.0: 0.52, 100.0: 0.31, 1000.0: 0.35}
     usage = {1.0: [4000, 0, 0, 0], 100.0: [990, 1010, 1000, 1000], 1000.0: [1500, 1480, 1000, 20]}

@@ -5,7 +5,8 @@ import torch
 
 from nbsupport.data.vocab import EOS
 from nbsupport.models import ConditioningConfig, TargetConditionedTransformer, TransformerConfig, shift_right
-from nbsupport.models.target_encoder import batch_entropy, domain_probs, temperature
+from nbsupport.models.target_encoder import (batch_entropy, domain_probs, lambda_for_batches, paper_objective_per_token,
+                                            temperature)
 
 
 def test_temperature_schedule():
@@ -111,3 +112,13 @@ def test_default_schedule_reaches_zero_temperature_at_half_of_training():
     assert cond.anneal_fraction == 0.5 and cond.lam == 1.0
     ts = [temperature(x / 10, cond.anneal_fraction) for x in range(11)]
     assert ts[:6] == pytest.approx([1.0, 0.8, 0.6, 0.4, 0.2, 0.0]) and ts[6:] == [0.0] * 5
+
+
+def test_lambda_for_larger_batches_keeps_the_regulariser_weight_per_token():
+    """The Bible's lambda (notebooks 05 and 08 at full) is the toy's at the same weight per token:
+    in the objective the optimiser sees, L_XE weighs as much on 12k-token batches as it did on 1k."""
+    lam = lambda_for_batches(100.0, 1024, 12000)
+    assert lam == pytest.approx(1171.875)
+    zero = torch.tensor(0.0)
+    assert paper_objective_per_token(zero, 12000, lam, torch.tensor(1.0)).item() == pytest.approx(
+        paper_objective_per_token(zero, 1024, 100.0, torch.tensor(1.0)).item())

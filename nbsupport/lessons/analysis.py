@@ -27,6 +27,12 @@ def purity(confusion) -> float:
     return sum(max(r) / sum(r) for r in rows) / len(rows)
 
 
+def latents_used(usage: Sequence[int], share: float = 0.01) -> int:
+    """How many latent values (experts, domains) took more than ``share`` of the training
+    sentences, from a usage histogram (one count per value)."""
+    return sum(u > share * sum(usage) for u in usage)
+
+
 def word_preferences(hyps: Sequence[Sequence[str]], top: int = 10, min_count: int = 5):
     """Words whose frequency differs most across latent values: [(word, [count per z])],
     ranked by the ratio of the largest to the smallest count (+1 smoothed)."""

@@ -4,10 +4,10 @@ from . import hard_em, protocol
 from .lstm import LSTMConfig, LSTMStepper, MultiSourceLSTM
 from .mixture import MixtureConfig, MixtureModel
 from .protocol import Batch, Family
-from .target_encoder import ConditioningConfig, TargetConditionedTransformer
+from .target_encoder import LAMBDA_CANDIDATES, ConditioningConfig, TargetConditionedTransformer, lambda_for_batches
 from .transformer import Transformer, TransformerConfig, TransformerStepper, shift_right
 from .vnmt import VariationalNMT, VNMTConfig
 
-__all__ = ["Batch", "ConditioningConfig", "Family", "LSTMConfig", "LSTMStepper", "MixtureConfig", "MixtureModel",
+__all__ = ["Batch", "ConditioningConfig", "Family", "LAMBDA_CANDIDATES", "LSTMConfig", "LSTMStepper", "MixtureConfig", "MixtureModel",
            "MultiSourceLSTM", "TargetConditionedTransformer", "Transformer", "TransformerConfig", "TransformerStepper",
-           "VNMTConfig", "VariationalNMT", "hard_em", "protocol", "shift_right"]
+           "VNMTConfig", "VariationalNMT", "hard_em", "lambda_for_batches", "protocol", "shift_right"]

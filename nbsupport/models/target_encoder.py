@@ -36,6 +36,9 @@ from .protocol import Batch, Cost
 from .transformer import EncoderLayer, Transformer, TransformerConfig, sinusoids
 
 READS = ("target", "source")
+# lambda candidates on the summed scale, chosen on the dev set (notebooks 05 and 08): the paper's 1 as
+# section 3.3 writes it, and our per-token analogues of its 0.1 and 1 on ~1k-token batches (a departure)
+LAMBDA_CANDIDATES = (1.0, 100.0, 1000.0)
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,12 @@ class ConditioningConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def lambda_for_batches(lam: float, tokens: int, new_tokens: int) -> float:
+    """``lam`` (summed scale, tuned on batches of ``tokens`` target tokens) at the same weight per
+    token on batches of ``new_tokens``: the regulariser's weight per token is lam / batch tokens."""
+    return lam * new_tokens / tokens
 
 
 def temperature(progress: float, anneal_fraction: float) -> float:
