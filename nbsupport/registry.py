@@ -139,9 +139,10 @@ def hypotheses(name: str, model, src, k: int, **options) -> list[list[list[int]]
 
 
 def translate(name: str, model, src_vocab, tgt_vocab, sentences: Sequence[str], k: int, batch_size: int = 64,
-              device=None, seed: int = 0, **options) -> list[list[str]]:
+              device=None, seed: int = 0, unknown: str = "error", **options) -> list[list[str]]:
     """Strings: ``k`` hypotheses for every sentence by method ``name``, ``batch_size`` sources at a
-    time; sampling draws from one generator seeded with ``seed`` whose stream runs across batches."""
+    time; sampling draws from one generator seeded with ``seed`` whose stream runs across batches.
+    A word the source vocabulary does not know is an error naming it, unless ``unknown="unk"``."""
     from .decode import translate_batches
     method(name)                                   # an unknown name fails before any decoding
     if getattr(model.config, "n_sources", 1) > 1:
@@ -149,4 +150,4 @@ def translate(name: str, model, src_vocab, tgt_vocab, sentences: Sequence[str], 
                          "nbs.multisource.translate (one vocabulary per source)")
     return translate_batches(lambda src, lo, generator: hypotheses(name, model, src, k, seed=seed, generator=generator,
                                                                    **options),
-                             model, src_vocab, tgt_vocab, sentences, batch_size, device, seed)
+                             model, src_vocab, tgt_vocab, sentences, batch_size, device, seed, unknown)

@@ -95,3 +95,55 @@ def test_bad_latent_arguments():
     with pytest.raises(ValueError, match="n is K=3, got n=2"):
         run(model, ["w1 w2", "w3"], "latent_greedy", n=2)
     assert run(model, ["w1 w2"], "latent_greedy", n=3) == run(model, ["w1 w2"], "latent_greedy")
+
+
+# ---------------------------------------------------------------- bad input said, with the valid values
+def test_unknown_words_are_named_unless_asked_to_map_them_to_unk():
+    model = tiny_model()
+    with pytest.raises(ValueError, match=r"source sentence 1 .*'🙂'.*unknown='unk'"):
+        run(model, ["w1 w2", "🙂 w3"])
+    with pytest.raises(ValueError, match=r"'zz', 'yy'"):
+        nbs.registry.translate("beam", model, VOCAB, VOCAB, ["zz w1 yy"], k=2)
+    mapped = run(model, ["🙂 🙂", "w1"], unknown="unk")
+    assert len(mapped) == 2
+    unk = nbs.data.pad_batch([[VOCAB.unk, VOCAB.unk, VOCAB.eos]])
+    assert mapped[0] == [VOCAB.decode(h) for h in generate(model, unk)[0]]     # the emoji became <unk>
+    with pytest.raises(ValueError, match="'error'.*'unk'"):
+        run(model, ["w1"], unknown="skip")
+
+
+def test_a_sentencepiece_vocabulary_names_the_characters_it_never_saw(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBS_BUILD", str(tmp_path))
+    sp = nbs.data.train_sentencepiece(["the cat sat on the mat", "a dog ran far away"] * 20, 30, name="spm_unknown")
+    assert sp.unknown_words("the cat sat") == []
+    assert sp.unknown_words("the 🙂 cat Ω") == ["🙂", "Ω"]
+
+
+def test_diverse_beam_with_more_groups_than_beams_is_an_error():
+    model, src = tiny_model(), nbs.data.pad_batch([VOCAB.encode("w1 w2")])
+    with pytest.raises(ValueError, match=r"4 groups needs a beam of at least 4"):
+        generate(model, src, "diverse_beam", n=2, beam=2, groups=4)
+    with pytest.raises(ValueError, match=r"groups can be 1\.\.2"):
+        nbs.decode.DiverseBeam(n=1, beam=2, groups=3)
+    assert len(generate(model, src, "diverse_beam", n=2, beam=2, groups=2)[0]) == 2
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: TransformerConfig(src_vocab=12, tgt_vocab=12, **kw),
+    lambda **kw: nbs.models.LSTMConfig((12,), 12, **kw),
+])
+@pytest.mark.parametrize("dropout", [1.5, 1.0, -0.1, "0.1", True])
+def test_model_configs_reject_a_dropout_outside_0_1(make, dropout):
+    with pytest.raises(ValueError, match=r"dropout must be a probability in \[0, 1\)"):
+        make(dropout=dropout)
+    make(dropout=0.0)
+    make(dropout=0.5)
+
+
+def test_model_configs_reject_sizes_below_one():
+    with pytest.raises(ValueError, match="d_ff must be an integer >= 1, got 0"):
+        TransformerConfig(src_vocab=12, tgt_vocab=12, d_ff=0)
+    with pytest.raises(ValueError, match="layers must be an integer >= 1"):
+        nbs.models.LSTMConfig((12,), 12, layers=0)
+    with pytest.raises(ValueError, match="anneal_fraction must be in"):
+        nbs.models.vnmt.VNMTConfig(anneal_fraction=1.5)

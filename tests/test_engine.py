@@ -180,7 +180,7 @@ def test_nucleus_sampling_draws_only_from_the_nucleus():
     # top_p = 1 keeps every token: the same draws as plain sampling from the same seed
     assert generate(model, src, "nucleus", n=4, top_p=1.0, seed=3) == generate(model, src, "sample", n=4, seed=3)
     # empirical first-token frequencies against nucleus(p) of the model's first step, by counting
-    stepper = model.stepper(src[:1], None).expand(1)
+    stepper = model.stepper(src[:1], None)
     first = torch.softmax(stepper(torch.full((1, 1), BOS)), dim=-1)[0]
     allowed = set(torch.nonzero(nucleus(first[None], 0.3)[0]).flatten().tolist())
     draws = generate(model, src[:1], "nucleus", n=200, top_p=0.3, seed=0)[0]

@@ -51,6 +51,10 @@ class WordVocab:
     def __len__(self) -> int:
         return len(self.itos)
 
+    def unknown_words(self, text: str) -> list[str]:
+        """The tokens of ``text`` this vocabulary does not know (each would encode as <unk>)."""
+        return [t for t in self.tokenize(text) if t not in self.stoi]
+
     def encode(self, text: str, add_eos: bool = True) -> list[int]:
         ids = [self.stoi.get(t, UNK) for t in self.tokenize(text)]
         return ids + [EOS] if add_eos else ids
@@ -80,6 +84,10 @@ class SpmVocab:
 
     def pieces(self, text: str) -> list[str]:
         return self.sp.encode(text, out_type=str)
+
+    def unknown_words(self, text: str) -> list[str]:
+        """The words of ``text`` with a character the model never saw in training (encoded as <unk>)."""
+        return [w for w in text.split() if UNK in self.sp.encode(w)]
 
     def encode(self, text: str, add_eos: bool = True) -> list[int]:
         ids = self.sp.encode(text)

@@ -157,8 +157,9 @@ def distance(point: dict, human: dict) -> float:
                       max(0.0, human["avg_oracle_bleu"] - point["avg_oracle_bleu"]))
 
 
-def translate(name: str, model, t: Task, sources, k: int, seed: int = 0, **options):
-    return registry.translate(name, model, t.src_vocab, t.tgt_vocab, sources, k=k, seed=seed, **options)
+def translate(name: str, model, t: Task, sources, k: int, seed: int = 0, unknown: str = "unk", **options):
+    """``k`` hypotheses per source; a test set's unseen words are translated as <unk>."""
+    return registry.translate(name, model, t.src_vocab, t.tgt_vocab, sources, k=k, seed=seed, unknown=unknown, **options)
 
 
 def tune(name: str, model, t: Task, k: int, dev_sentences: int, seed: int = 0) -> tuple[dict, list[dict]]:
@@ -239,7 +240,7 @@ def method_view(name: str, model, t: Task, sentence: str, k: int, references=(),
     from ..metrics import sentence_bleu
     from ..views.live import compare_table, page, source_ids
     source_ids(sentence, t.src_vocab, model.config.max_len)      # an empty or unknown-word source is named
-    hyps = translate(name, model, t, [sentence], k, seed, **options)[0]
+    hyps = translate(name, model, t, [sentence], k, seed, unknown="error", **options)[0]
     setting = ", ".join(f"{o}={v}" for o, v in options.items()) or "no setting to tune"
     extra = {}
     if references:

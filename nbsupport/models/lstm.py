@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..data.vocab import BOS, PAD
-from .protocol import Batch, Family
+from .protocol import Batch, Family, check_dropout, check_positive
 
 COMBINERS = ("basic", "childsum")
 ATTENTIONS = ("none", "local", "global")
@@ -53,8 +53,10 @@ class LSTMConfig:
             raise ValueError(f"unknown attention {self.attention!r}; valid: {', '.join(ATTENTIONS)}")
         if len(self.src_vocab_sizes) not in (1, 2):
             raise ValueError(f"1 or 2 sources are supported, got {len(self.src_vocab_sizes)}")
-        if self.window < 1 or self.layers < 1:
-            raise ValueError("window and layers must be >= 1")
+        check_dropout(self.dropout)
+        check_positive(d_model=self.d_model, layers=self.layers, window=self.window, max_len=self.max_len)
+        if not self.init_range > 0:
+            raise ValueError(f"init_range must be > 0 (uniform in [-r, r]), got {self.init_range!r}")
 
     @property
     def n_sources(self) -> int:
@@ -350,9 +352,8 @@ class LSTMStepper:
         self.device = self.memory.states[0].device
         self.weights: list = []
 
-    def expand(self, n: int) -> "LSTMStepper":
+    def expand(self, n: int) -> None:
         self._index(torch.arange(self.memory.states[0].shape[0], device=self.device).repeat_interleave(n))
-        return self
 
     def _index(self, idx) -> None:
         self.memory = self.memory.index(idx)

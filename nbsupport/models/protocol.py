@@ -11,7 +11,7 @@ by name; a new family implements this class in its own module and adds one line 
 cfg)``                                the latent value chosen per sentence, or None
 ``before_epoch(data, cfg, device)``   work once per epoch (the offline E-step of a mixture)
 ``validation_nll(batch, cfg)``        per-sentence -log p(y | x), or its bound, (B,)
-``stepper(src, z, use_cache)``        the decoders' stepping interface (:mod:`nbsupport.decode`)
+``stepper(src, z, use_cache)``        a :class:`Stepper`, the decoders' stepping interface
 ``hypotheses(src, k, method,          k hypotheses per source (token ids), by the family's
 **options)``                          own method or any decoding method of ``decode``
 ``score_tokens(src, tokens, z)``      per-token log scores of given targets (teacher forcing)
@@ -27,10 +27,24 @@ latent variable) and ``model.config.max_len`` (the longest sentence, for the dec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 import torch.nn as nn
+
+
+def check_dropout(value) -> None:
+    """A ValueError naming the valid range unless ``value`` is a dropout probability in [0, 1)
+    (1 would drop every unit)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"dropout must be a probability in [0, 1) (0: no dropout), got {value!r}")
+
+
+def check_positive(**sizes) -> None:
+    """A ValueError naming the first of ``sizes`` that is not a positive integer."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 class Batch(NamedTuple):
@@ -41,6 +55,26 @@ class Batch(NamedTuple):
     tgt_in: torch.Tensor
     tgt_out: torch.Tensor
     idx: list
+
+
+class Stepper(Protocol):
+    """What every decoder of :mod:`nbsupport.decode` asks of ``model.stepper(src, z)``: the scores
+    of the next token for N rows of prefixes. A row starts as one source sentence; the decoders
+    change the rows only through ``expand`` and ``reorder``, both *in place* (they return None and
+    the decoders never use a return value), so a stepper may keep any per-row state: a key/value
+    cache, a recurrent state, the latent value of each row."""
+
+    device: torch.device
+
+    def __call__(self, prefix: torch.Tensor) -> torch.Tensor:
+        """(N, t) token prefixes, BOS first, one per current row -> (N, V) log scores of the next token."""
+
+    def expand(self, n: int) -> None:
+        """Repeat every row n times, in place: row i becomes rows i*n .. i*n+n-1 (called once, first)."""
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep rows ``index`` (N indices into the current rows, repeats allowed), in place: the new
+        row r continues the old row index[r] (beam search re-ranks its hypotheses)."""
 
 
 @dataclass(frozen=True)

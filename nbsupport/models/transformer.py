@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from ..data.batching import shift_right  # noqa: F401  (re-exported: nbs.models.shift_right)
 from ..data.vocab import BOS, PAD
-from .protocol import Batch, Cost, Family
+from .protocol import Batch, Cost, Family, check_dropout, check_positive
 
 
 OUTPUTS = ("softmax", "scones")
@@ -43,6 +43,9 @@ class TransformerConfig:
     def __post_init__(self):
         if self.output not in OUTPUTS:
             raise ValueError(f"unknown output {self.output!r}; valid outputs: {', '.join(OUTPUTS)}")
+        check_dropout(self.dropout)
+        check_positive(d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff, enc_layers=self.enc_layers,
+                       dec_layers=self.dec_layers, max_len=self.max_len)
         if self.n_latent < 1:
             raise ValueError(f"n_latent (K) must be >= 1 (1 = no latent), got {self.n_latent}")
         if self.d_model % self.n_heads:
@@ -355,13 +358,12 @@ class TransformerStepper:
         model.check_latent(z, src.shape[0])
         self.cache = model.new_cache() if use_cache else None
 
-    def expand(self, n: int) -> "TransformerStepper":
+    def expand(self, n: int) -> None:
         """Repeat every source n times (row i becomes rows i*n .. i*n+n-1)."""
         self.memory = self.memory.repeat_interleave(n, 0)
         self.mask = self.mask.repeat_interleave(n, 0)
         if self.z is not None:
             self.z = self.z.repeat_interleave(n, 0)
-        return self
 
     def __call__(self, prefix: torch.Tensor) -> torch.Tensor:
         if self.use_cache:

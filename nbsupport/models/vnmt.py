@@ -26,6 +26,10 @@ from .transformer import Transformer, TransformerConfig
 class VNMTConfig:
     anneal_fraction: float = 0.5     # beta reaches 1 after this fraction of training (0: no annealing)
 
+    def __post_init__(self):
+        if isinstance(self.anneal_fraction, bool) or not 0 <= self.anneal_fraction <= 1:
+            raise ValueError(f"anneal_fraction must be in [0, 1] (0: no annealing), got {self.anneal_fraction!r}")
+
 
 def gaussian_kl(mu_q, logvar_q, mu_p, logvar_p) -> torch.Tensor:
     """KL(N(mu_q, var_q) || N(mu_p, var_p)) summed over dimensions, (B,)."""

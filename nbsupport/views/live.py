@@ -28,10 +28,10 @@ CSS = ("<style>.nbs-live td,.nbs-live th{padding:2px 8px;text-align:left !import
 # --------------------------------------------------------------------------- input
 def unknown_words(sentence: str, vocab) -> list[str]:
     """Words of ``sentence`` the vocabulary does not know (a word vocabulary; a sentencepiece
-    model encodes any text, so it has none)."""
+    model encodes any text it has the characters of, so the widgets check the toy's words only)."""
     if not hasattr(vocab, "stoi"):
         return []
-    return [w for w in vocab.tokenize(sentence) if w not in vocab.stoi]
+    return vocab.unknown_words(sentence)
 
 
 def source_ids(sentence, vocab, max_len: int | None = None) -> list[int]:
