@@ -72,8 +72,8 @@ _IBM_LAB = dict(toy_train=20000, nmt_train=10000, iterations=5, test_refs=4, gam
 # learned the toy less well (Hard-MoE K=4 multi-ref BLEU 52, coverage 2.2) than this one in 6 epochs
 # (65, 3.8) at about 60% of its time per model; fewer updates (2000 pairs, or 4 epochs) learned less.
 # At lab the soft mixture sMup (the costliest model: K decoder passes with gradients, ~2 minutes at K=8)
-# is left out: it collapses (D2) in notebook 04 and in Shen et al.'s Table 1, so hMlp is "the best of the
-# other mixture variants"; `full` runs every method.
+# is left out: it collapses (D2) in notebook 04 (in Shen et al.'s Table 1 it is healthy with M-step-only
+# dropout), so hMlp is "the best of the other mixture variants"; `full` runs every method.
 _COMPARE_LAB = dict(styles=4, toy_train=4000, model=dict(d_model=64, d_ff=256, enc_layers=1, dec_layers=1),
                     training=dict(epochs=6, lr=3e-3, warmup=100), ks=(2, 4, 8), seeds=(0,), test_sentences=100,
                     dev_sentences=50, methods=("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "hMlp",

@@ -68,8 +68,10 @@ def execute(path: Path, profile_name: str, seed: int = 0, out_dir: Path | None =
     out_dir = out_dir or results_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / path.name
+    # the kernel's own log stays quiet (its "running over TCP without encryption" warning means nothing here)
     pm.execute_notebook(str(path), str(out), kernel_name="python3", cwd=str(path.parent),
-                        parameters=parameters, progress_bar=False, execution_timeout=timeout_s)
+                        parameters=parameters, progress_bar=False, execution_timeout=timeout_s,
+                        extra_arguments=["--IPKernelApp.log_level=ERROR"])
     return out
 
 

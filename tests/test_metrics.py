@@ -231,3 +231,10 @@ def test_scenario_sets_check_their_references():
     refs = [["a b c", "d e f"], ["g h i", "j k l"], ["m n o", "p q r"]]
     sets = scenario_sets(refs)
     assert sorted(map(sorted, sets["D"])) == sorted(map(sorted, refs))   # D: the references, shuffled
+
+
+def test_mean_std_is_the_sample_spread_and_one_seed_has_none():
+    from nbsupport.views.tables import mean_std
+    assert mean_std([1.0, 2.0, 3.0]) == "2.00 ± 1.00"            # sample sd: sqrt(2 / (3 - 1))
+    assert mean_std([4.0, 6.0]) == "5.00 ± 1.41"                 # not the population's 1.00
+    assert mean_std([45.0]) == "45.00 ± n/a"                     # one seed: no spread, never "± 0.00"

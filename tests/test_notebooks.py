@@ -371,3 +371,18 @@ def check_widget_report(path: Path, report: list[dict]) -> None:
 def test_unknown_profile_fails_before_starting_a_kernel(tmp_path):
     with pytest.raises(ValueError, match="ci, lab, full"):
         execute(NOTEBOOKS[0], "turbo", out_dir=tmp_path)
+
+
+def test_a_run_prints_nothing_of_the_kernels_own_log(tmp_path, capfd, monkeypatch):
+    """What `make notebooks` prints is the runner's own lines: the kernel's log (its warning that it
+    runs over TCP without encryption, on every start) stays out."""
+    monkeypatch.setenv("NBS_RESULTS", str(tmp_path / "results"))
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell('PROFILE = "lab"\nSEED = 0\nINTERACTIVE = True', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("print(PROFILE, SEED)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "quiet.ipynb")
+    out = execute(tmp_path / "quiet.ipynb", "ci", 3, out_dir=tmp_path / "out")
+    assert "ci 3" in nbformat.read(out, as_version=4).cells[1].outputs[0]["text"]
+    printed = capfd.readouterr()
+    assert "encryption" not in printed.err + printed.out and "IPKernelApp" not in printed.err, printed.err[-500:]

@@ -134,7 +134,7 @@ def mean_std_bars(groups, series, ylabel: str, xlabel: str = "", caption: str | 
     width = 0.8 / len(series)
     for i, (label, per_group) in enumerate(series.items()):
         means = [statistics.mean(v) for v in per_group]
-        sds = [statistics.pstdev(v) if len(v) > 1 else 0.0 for v in per_group]
+        sds = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in per_group]   # one value: no error bar
         ax.bar([g + i * width for g in range(len(groups))], means, width, yerr=sds, capsize=3, label=label)
     ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))], groups, rotation=20)
     ax.set_xlabel(xlabel)

@@ -27,8 +27,8 @@ def dict_table(data: Mapping[str, Mapping[str, object]], first: str = "", floatf
 
 
 def mean_std(values) -> str:
-    """'mean ± standard deviation' of a list of numbers."""
+    """'mean ± sample standard deviation' of a list of numbers; one number has no spread ("± n/a")."""
     import statistics
     values = list(values)
-    sd = statistics.pstdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.2f} ± {sd:.2f}"
+    spread = f"{statistics.stdev(values):.2f}" if len(values) > 1 else "n/a"
+    return f"{statistics.mean(values):.2f} ± {spread}"

@@ -255,11 +255,12 @@ def actions(page, control: dict):
         handle = el.locator(".noUi-handle").first
 
         def move():
-            start = handle.get_attribute("aria-valuenow")
+            # the formatted value: noUiSlider writes aria-valuenow with one decimal (0.1 + 0.05 still reads 0.1)
+            start = handle.get_attribute("aria-valuetext")
             handle.focus()
             page.keyboard.press("ArrowRight")
             page.wait_for_timeout(200)
-            if handle.get_attribute("aria-valuenow") == start:      # at its maximum
+            if handle.get_attribute("aria-valuetext") == start:     # at its maximum
                 page.keyboard.press("ArrowLeft")
         yield "arrow-key", move, False, None
     elif kind in ("text", "combobox"):
