@@ -32,7 +32,7 @@ test: data
 	$(PY) -m pytest
 
 notebooks: data
-	$(PY) -m nbsupport.run_notebooks --profile lab
+	$(PY) -m nbsupport.harness.run_notebooks --profile lab
 
 lab: data
 	$(VENV)/bin/jupyter lab notebooks/
@@ -42,11 +42,11 @@ test-kernels: data
 	TRITON_INTERPRET=1 $(PY) -m pytest tests -k kernel
 
 # every notebook's `full` code path on this CPU: real model sizes and Bible data, NBS_MAX_STEPS
-# optimiser steps per model, evaluation sizes / 25 (nbsupport/smoke.py); results, wall times and
+# optimiser steps per model, evaluation sizes / 25 (nbsupport/harness/smoke.py); results, wall times and
 # the projected GPU time per notebook in build/smoke-full/ (projection.json). Not part of `make test`.
 # One notebook: make smoke-full NOTEBOOKS=notebooks/06_scones_beam_curse.ipynb
 smoke-full: data
-	NBS_BUILD=$(CURDIR)/build/smoke-full $(PY) -c 'import sys, nbsupport.smoke as s; sys.exit(s.main(sys.argv[1:]))' $(NOTEBOOKS)
+	NBS_BUILD=$(CURDIR)/build/smoke-full $(PY) -c 'import sys, nbsupport.harness.smoke as s; sys.exit(s.main(sys.argv[1:]))' $(NOTEBOOKS)
 
 # JupyterLab in headless Chromium (Debian's `chromium`, driven by playwright from PyPI; no browser
 # download): every notebook at ci, Run All, each widget clicked or typed into; screenshots and what

@@ -25,7 +25,8 @@ from nbsupport.data.vocab import PAD
 from nbsupport.kernels import fused_scones_loss
 from nbsupport.losses import scones_loss
 from nbsupport.models import ConditioningConfig, TargetConditionedTransformer, Transformer, TransformerConfig
-from nbsupport.train import TrainConfig, step_seconds
+from nbsupport.speed import step_seconds
+from nbsupport.train import TrainConfig
 
 SIZES = {
     "tiny": dict(n_train=400, steps=3, rounds=1, sentences=8, d_model=32, d_ff=64, layers=1, vocab=(512, 1024), rows=64),
@@ -133,7 +134,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent))
     args = ap.parse_args(argv)
     sz = SIZES[args.size]
-    dev = nbs.setup(0, quiet=True)
+    dev = nbs.start("lab", 0, quiet=True).device
     task = nbs.pipeline.toy_task(nbs.profile("ci"), 0, ambiguity="low", n_train=sz["n_train"])
     sizes = dict(d_model=sz["d_model"], n_heads=4, d_ff=sz["d_ff"], enc_layers=sz["layers"], dec_layers=sz["layers"])
     mc = lambda k=1, **kw: TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), n_latent=k, **sizes, **kw)

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from . import __version__
+from ._version import __version__
 from .paths import cache_dir
 
 T = TypeVar("T")

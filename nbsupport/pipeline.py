@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import torch
+
 from .data import bible
 from .data.synthetic import Corpus, ToyConfig, toy, toy_config, toy_trilingual
 from .data.vocab import WordVocab, train_sentencepiece
 from .models.transformer import TransformerConfig
+from .harness.workers import train_in_worker_processes
 from .profiles import Profile, profile
-from .runtime import check_seed, setup, train_in_worker_processes
+from .runtime import check_seed, setup
 from .train import Encoded, TrainConfig, model_key_and_path, train_or_load
 
 
@@ -32,9 +35,10 @@ class Task:
 
 
 def toy_task(cfg: Profile | str, seed: int = 0, trilingual: bool = False, src_lang: str | None = None,
-             **toy_kwargs) -> Task:
+             model: dict | None = None, training: dict | None = None, **toy_kwargs) -> Task:
     """The toy task at the profile's size (``cfg``: a :class:`Profile` or its name); ``toy_kwargs``
-    go to :class:`ToyConfig`; ``src_lang`` picks the trilingual toy's source ("xa" or "xb")."""
+    go to :class:`ToyConfig`; ``src_lang`` picks the trilingual toy's source ("xa" or "xb");
+    ``model`` and ``training`` change some of the profile's toy model sizes and training settings."""
     cfg = profile(cfg)
     tc = ToyConfig(n_train=cfg.toy_train, n_dev=cfg.toy_test, n_test=cfg.toy_test, seed=check_seed(seed))
     tc = toy_config(tc, **{**({"n_styles": 1} if trilingual else {}), **toy_kwargs})
@@ -47,7 +51,7 @@ def toy_task(cfg: Profile | str, seed: int = 0, trilingual: bool = False, src_la
     return Task(corpus.name, corpus, src_vocab, tgt_vocab,
                 Encoded.from_split(corpus.train, src_vocab, tgt_vocab, lang),
                 Encoded.from_split(corpus.dev, src_vocab, tgt_vocab, lang),
-                key, cfg.toy_model, cfg.toy_training, lang)
+                key, {**cfg.toy_model, **(model or {})}, {**cfg.toy_training, **(training or {})}, lang)
 
 
 def bible_task(cfg: Profile | str, src: str = "e", targets=bible.ENGLISH_REFERENCES) -> Task:
@@ -88,14 +92,14 @@ def is_cached(task: Task, name: str, n_latent: int = 1, seed: int = 0, model_ove
 
 
 def _train_in_worker(task: Task, job: dict) -> float:
-    setup(job.get("seed", 0), "cpu", quiet=True)
+    setup(job.get("seed", 0), "cpu", threads=torch.get_num_threads())   # the worker's share
     return train_model(task, device="cpu", progress=False, **job)[1].train_seconds
 
 
 def train_in_parallel(task: Task, jobs: list[dict], device) -> list[str]:
     """Train the models of ``jobs`` (each the keyword arguments of :func:`train_model` but
     ``task``, ``device`` and ``progress``) that are not cached yet, several at once on a CPU (one
-    process per core: :func:`nbsupport.runtime.cpu_workers`), into the cache, so that the
+    process per core: :func:`nbsupport.harness.workers.cpu_workers`), into the cache, so that the
     notebook's own ``train_model`` calls then load them. In the order given (put the costliest
     first). On a GPU or with one worker nothing happens here. Returns the names trained."""
     return train_many_in_parallel([(task, job) for job in jobs], device)

@@ -28,12 +28,13 @@ class Profile:
     bible_model: dict = field(default_factory=dict)
     bible_training: dict = field(default_factory=dict)
     bible_train: int | None = None                    # training verses (None: all)
-    bible_dev: int | None = None                      # dev (validation) verses (None: all 243; capped by NBS_SMOKE)
+    bible_dev: int | None = None                      # dev (validation) verses (None: all 243)
     curse: dict = field(default_factory=dict)         # notebook 06: sentences, beams, exact-search budget
     multi_source: dict = field(default_factory=dict)  # notebook 01: LSTM sizes and training, toy and Bible
     ibm: dict = field(default_factory=dict)           # notebook 07: IBM-3 training, temperatures, NMT runs
     mixture: dict = field(default_factory=dict)       # notebooks 03-04: mixture runs (toy size, epochs, seeds)
     compare: dict = field(default_factory=dict)       # notebook 08: methods, K sweep, seeds, toy model, the Bible's K
+    max_steps: int | None = None                      # every training run stops after this many steps (smoke runs)
 
     def bible_limits(self) -> dict:
         """The Bible splits' sizes as :func:`nbsupport.data.bible.corpus` takes them."""
@@ -43,37 +44,26 @@ class Profile:
         return f"profile {self.name!r} (budget {self.budget_s} s)"
 
 
-# Toy sizes, measured on a 2-core CPU: the lab model (0.7M parameters) trains at about 22k
-# target tokens/s, a Hard-MoE (K=4) step costs about 2x a baseline step; 1024-token batches
-# give ~280 updates per epoch of 20k pairs (4096-token batches gave too few: the baseline then
-# mixed styles in one output).
+# Toy sizes: 1024-token batches give enough updates per epoch for the baseline to keep the styles
+# apart (benchmarks/README.md, "Profile sizing", has the measurements behind every lab size here).
 _TOY_LAB_MODEL = dict(d_model=128, n_heads=4, d_ff=256, enc_layers=2, dec_layers=2, dropout=0.1)
 _TOY_LAB_TRAINING = dict(epochs=5, max_tokens=1024, lr=1e-3, warmup=400)
-# Notebook 01 (LSTMs, 10 systems on the toy). Measured on 2 CPU cores, 20k trilingual toy pairs, 8 epochs:
-# one layer of 128 trains a single-source model in ~30 s, a two-source one in ~35 s, with
-# attention (a step-by-step loop: input feeding) 60-85 s; two layers cost 1.5-2x and learned
-# no better in 8 epochs. D=10 (the paper's window) beat D=3 for fr.attn (BLEU 78 against 62).
+# Notebook 01 (LSTMs, 10 systems on the toy): one layer (two cost more and learned no better), the paper's window D=10.
 _MULTI_SOURCE_LAB = dict(toy_train=20000, toy_model=dict(d_model=128, layers=1, dropout=0.2, window=10),
                          toy_training=dict(epochs=8, max_tokens=1024, lr=3e-3, warmup=200))
-# Notebooks 03-04 (mixtures, K = S = 3 as Shen et al.): many short runs on a smaller toy. 03's
-# Shen Table 1 runs all four losses x {no dropout, E&M, M}: nine models more than hMup alone (soft
-# losses ~47 s each, hard ~25 s); 03 took 599 s in all on a day the 2-core machine ran 2.3x slower.
+# Notebooks 03-04 (mixtures, K = S = 3 as Shen et al.): many short runs on a smaller toy.
 _MIXTURE_LAB = dict(styles=3, toy_train=4000, training=dict(epochs=3, lr=2e-3, warmup=100), test_sentences=100, seeds=(0,),
                     dropouts=(0.1, 0.3), flip_sentences=256, table1_losses=("sMlp", "sMup", "hMlp", "hMup"))
 
-# Notebook 07 (IBM-3 synthetic pairs): IBM training on 20k toy pairs takes ~15 s; per
-# temperature 4 NMT models (softmax, SCONES 0.2 and 1.0, Hard-MoE) at the curse sizes.
+# Notebook 07 (IBM-3 synthetic pairs): per temperature 4 NMT models (softmax, SCONES 0.2 and 1.0, Hard-MoE).
 _IBM_LAB = dict(toy_train=20000, nmt_train=10000, iterations=5, test_refs=4, gammas=(0.1, 0.3, 1.0), epochs=3,
                 sentences=100, exact_sentences=10, exact_budget=1000)
 
 # Notebook 08 (every method, K in {2, 4, 8}): the 4-style toy at the mixture lessons' smaller size
-# (4000 pairs) with a smaller model (d_model 64, one encoder and one decoder layer) trained longer (6
-# epochs): measured on the 2-core machine, the lab model for 3 epochs trained 14 models in ~610 s and
-# learned the toy less well (Hard-MoE K=4 multi-ref BLEU 52, coverage 2.2) than this one in 6 epochs
-# (65, 3.8) at about 60% of its time per model; fewer updates (2000 pairs, or 4 epochs) learned less.
-# At lab the soft mixture sMup (the costliest model: K decoder passes with gradients, ~2 minutes at K=8)
-# is left out: it collapses (D2) in notebook 04 (in Shen et al.'s Table 1 it is healthy with M-step-only
-# dropout), so hMlp is "the best of the other mixture variants"; `full` runs every method.
+# with a smaller model trained longer (it learned the toy better per second). At lab the soft mixture
+# sMup (the costliest model) is left out: it collapses (D2) in notebook 04 (in Shen et al.'s Table 1
+# it is healthy with M-step-only dropout), so hMlp is "the best of the other mixture variants";
+# `full` runs every method.
 _COMPARE_LAB = dict(styles=4, toy_train=4000, model=dict(d_model=64, d_ff=256, enc_layers=1, dec_layers=1),
                     training=dict(epochs=6, lr=3e-3, warmup=100), ks=(2, 4, 8), seeds=(0,), test_sentences=100,
                     dev_sentences=50, methods=("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "hMlp",
@@ -140,6 +130,4 @@ def profile(name: "str | Profile") -> Profile:
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; valid profiles: {', '.join(PROFILE_NAMES)} "
                          "(set PROFILE in the notebook's parameters cell, or papermill -p PROFILE ...)")
-    from . import smoke
-    # NBS_SMOKE=1 (make smoke-full): evaluation sizes divided by smoke.SMOKE_SCALE, all else as it is
-    return smoke.smoke_profile(PROFILES[name]) if smoke.smoke_enabled() else PROFILES[name]
+    return PROFILES[name]

@@ -70,7 +70,8 @@ class Method:
     """A way to get K hypotheses per source: a model family, the decoding method its
     ``hypotheses`` runs, its default options, and what the model's latent variable is
     (``"K"``: K values, one hypothesis each; ``"none"``: one model decodes K hypotheses;
-    ``"dz"``: a continuous latent sampled K times)."""
+    ``"dz"``: a continuous latent sampled K times), and which trained model it decodes
+    (``model``: "baseline" for the ways to search the one plain Transformer, else the method's own)."""
     name: str
     family: str
     decoding: str
@@ -79,6 +80,16 @@ class Method:
     output: str = "softmax"
     mixture: str | None = None        # a mixture's variant (MixtureConfig.from_name)
     about: str = ""
+    model: str = ""                   # the trained model it decodes: "baseline", or (default) its own
+
+    def __post_init__(self):
+        if not self.model:
+            object.__setattr__(self, "model", self.name)
+
+    @property
+    def model_per_k(self) -> bool:
+        """One model for each K (K latent values), rather than one model for every K."""
+        return self.latent == "K"
 
     def decoding_options(self, k: int) -> dict:
         """The decoding options for K hypotheses: the beam methods search a beam of K."""
@@ -88,13 +99,15 @@ class Method:
 
 
 METHODS = {m.name: m for m in [
-    Method("sampling", "transformer", "sample", {"temperature": 1.0}, about="ancestral sampling from the baseline"),
-    Method("topk", "transformer", "topk", {"top_k": 3}, about="sampling among the 3 best tokens (Fan et al. 2018)"),
+    Method("sampling", "transformer", "sample", {"temperature": 1.0}, about="ancestral sampling from the baseline",
+           model="baseline"),
+    Method("topk", "transformer", "topk", {"top_k": 3}, about="sampling among the 3 best tokens (Fan et al. 2018)",
+           model="baseline"),
     Method("nucleus", "transformer", "nucleus", {"top_p": 0.9},
-           about="sampling from the nucleus of probability 0.9 (Holtzman et al. 2020)"),
-    Method("beam", "transformer", "beam", about="the K best of a beam of K"),
+           about="sampling from the nucleus of probability 0.9 (Holtzman et al. 2020)", model="baseline"),
+    Method("beam", "transformer", "beam", about="the K best of a beam of K", model="baseline"),
     Method("diverse_beam", "transformer", "diverse_beam", {"diversity": 0.5},
-           about="K groups of one, Hamming penalty 0.5 (Vijayakumar et al. 2018)"),
+           about="K groups of one, Hamming penalty 0.5 (Vijayakumar et al. 2018)", model="baseline"),
     Method("scones_beam", "transformer", "beam", output="scones", about="the K best of a beam of K, SCONES model"),
     Method("hard_moe", "transformer", "latent_greedy", latent="K", about="Hard-MoE: greedy under each of K latent values"),
     *[Method(loss, "mixture", "latent_greedy", latent="K", mixture=f"online.shared.{loss}",

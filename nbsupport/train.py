@@ -19,23 +19,23 @@ search run in fp32. On CPU and MPS everything is fp32.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
 
 from . import registry
-from .cache import atomic_path, key_hash, non_default
-from .data.batching import pad_batch, shift_right, token_batches
+from .cache import atomic_path, cached_file, key_hash, non_default
+from .data.encoded import Encoded  # noqa: F401  (nbs.train.Encoded, where the loop's data is described)
 from .data.vocab import PAD
 from .models.protocol import Batch
 from .paths import build_dir
 from .runtime import seed_everything
-from . import smoke
 
 E_STEP_MODES = ("eval", "train")
 
@@ -53,6 +53,7 @@ class TrainConfig:
     e_step_chunk: int | None = None  # score at most this many latent values per decoder pass (memory)
     chunked_loss: bool = False    # output projection + loss chunk by chunk (never all logits at once)
     seed: int = 0
+    max_steps: int | None = None  # stop after this many optimiser steps in all (None: train every epoch)
 
     def __post_init__(self):
         if self.e_step_mode not in E_STEP_MODES:
@@ -68,62 +69,45 @@ class TrainConfig:
                              f"clip_norm={self.clip_norm!r}")
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(f"TrainConfig.label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
+        if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
+                                           or self.max_steps < 1):
+            raise ValueError(f"TrainConfig.max_steps must be a positive integer or None, got {self.max_steps!r}")
 
 
 @dataclass
-class Encoded:
-    """Token ids of parallel data: ``src[i]`` and ``tgt[i]`` (targets end with EOS), and
-    optionally each pair's latent label (the toy style), used only for analysis. For a
-    multi-source model ``src[i]`` is a tuple (one id list per source language) and batches
-    carry a tuple of source tensors."""
-    src: list
-    tgt: list[list[int]]
-    labels: list[int] | None = None
+class Callbacks:
+    """What code outside the training loop may watch, without the loop knowing it (a ledger of
+    the models a run used, say): ``on_model(name, model, train_cfg, train_data, valid_data)`` is called
+    for every model :func:`train_or_load` trains or loads; each of ``training`` is a function
+    returning a context manager entered around every training run."""
+    on_model: list[Callable] = field(default_factory=list)
+    training: list[Callable] = field(default_factory=list)
 
-    @classmethod
-    def from_pairs(cls, pairs: Sequence[tuple[str, str]], src_vocab, tgt_vocab, labels=None) -> "Encoded":
-        return cls([src_vocab.encode(s) for s, _ in pairs], [tgt_vocab.encode(t) for _, t in pairs],
-                   None if labels is None else list(labels))
 
-    @classmethod
-    def from_split(cls, split, src_vocab, tgt_vocab, lang: str | None = None) -> "Encoded":
-        """Every (source, reference) pair of a corpus split, with the references' labels."""
-        labels = [l for ls in split.labels for l in ls]
-        return cls.from_pairs(split.pairs(lang), src_vocab, tgt_vocab,
-                              labels if all(isinstance(l, int) for l in labels) else None)
+CALLBACKS = Callbacks()
 
-    @classmethod
-    def multi_source(cls, split, langs: Sequence[str], src_vocabs, tgt_vocab) -> "Encoded":
-        """Every (sources, reference) example of a split, ``src[i]`` one id list per language."""
-        srcs = [[v.encode(s) for s in split.sources[lang]] for lang, v in zip(langs, src_vocabs)]
-        src, tgt = [], []
-        for i, refs in enumerate(split.refs):
-            for r in refs:
-                src.append(tuple(s[i] for s in srcs))
-                tgt.append(tgt_vocab.encode(r))
-        return cls(src, tgt)
 
-    def __len__(self) -> int:
-        return len(self.src)
+class LatentUsage:
+    """How often the training steps chose each of the K latent values in an epoch, overall and by
+    each training pair's true label (the toy's style: it shows what the E-step discovered)."""
 
-    def index_batches(self, max_tokens: int, shuffle: bool = False, seed: int = 0) -> list[list[int]]:
-        """The example indices of each token-count batch (a multi-source example counts its
-        longest source)."""
-        multi = bool(self.src) and isinstance(self.src[0], tuple)
-        src_lens = [max(map(len, s)) if multi else len(s) for s in self.src]
-        return token_batches(src_lens, [len(t) for t in self.tgt], max_tokens, shuffle=shuffle, seed=seed)
+    def __init__(self, k: int, labels: list[int] | None):
+        self.k, self.labels = k, labels
+        self.n_labels = 1 + max(labels) if labels else 0
+        self.counts = torch.zeros(k, dtype=torch.long)
+        self.by_label = torch.zeros(k, max(self.n_labels, 1), dtype=torch.long)   # latent x true label
 
-    def batches(self, max_tokens: int, shuffle: bool, seed: int, device):
-        """Yield :class:`~nbsupport.models.protocol.Batch` es (src, tgt_in, tgt_out, idx) of
-        token-count batches."""
-        multi = bool(self.src) and isinstance(self.src[0], tuple)
-        for idx in self.index_batches(max_tokens, shuffle, seed):
-            if multi:
-                src = tuple(pad_batch([self.src[i][j] for i in idx]).to(device) for j in range(len(self.src[0])))
-            else:
-                src = pad_batch([self.src[i] for i in idx]).to(device)
-            tgt = pad_batch([self.tgt[i] for i in idx]).to(device)
-            yield Batch(src, shift_right(tgt), tgt, idx)
+    def add(self, z: torch.Tensor, idx: list[int]) -> None:
+        z = z.cpu()
+        self.counts += torch.bincount(z, minlength=self.k)
+        if self.n_labels:
+            self.by_label.index_put_((z, torch.tensor([self.labels[i] for i in idx])),
+                                     torch.ones(len(idx), dtype=torch.long), accumulate=True)
+
+    def record(self) -> dict:
+        latent = self.k > 1
+        return {"usage": self.counts.tolist() if latent else None,
+                "latent_by_label": self.by_label.tolist() if latent and self.n_labels else None}
 
 
 @dataclass
@@ -178,35 +162,6 @@ def make_optimizer(model, cfg: TrainConfig):
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, inv_sqrt)
 
 
-def step_seconds(models: dict, batches: list, cfg: TrainConfig, rounds: int = 1, warmup_steps: int = 2) -> dict:
-    """Seconds of ``training_step`` over ``batches[warmup_steps:]``, per model and round (after
-    ``warmup_steps`` untimed steps each). The models take turns round after round, so that drift
-    on a shared machine hits them alike."""
-    opts = {name: make_optimizer(m, cfg) for name, m in models.items()}
-    for name, m in models.items():
-        for batch in batches[:warmup_steps]:
-            training_step(m, *opts[name], batch, cfg, 0.0)
-    cuda = batches[0][1].device.type == "cuda"
-    seconds = {name: [] for name in models}
-    for _ in range(rounds):
-        for name, m in models.items():
-            if cuda:
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for batch in batches[warmup_steps:]:
-                training_step(m, *opts[name], batch, cfg, 0.0)
-            if cuda:
-                torch.cuda.synchronize()
-            seconds[name].append(time.perf_counter() - t0)
-    return seconds
-
-
-def training_speed(model, batches: list, cfg: TrainConfig, warmup_steps: int = 2) -> float:
-    """Target tokens per second of ``training_step`` over ``batches`` (after a few untimed steps)."""
-    tokens = sum(int((tgt_out != PAD).sum()) for _, _, tgt_out, _ in batches[warmup_steps:])
-    return tokens / step_seconds({"model": model}, batches, cfg, 1, warmup_steps)["model"][0]
-
-
 # --------------------------------------------------------------------------- the loop
 def train(model, train_data: Encoded, valid_data: Encoded, cfg: TrainConfig, device,
           checkpoint: Path | None = None, progress: bool = True) -> History:
@@ -233,26 +188,20 @@ def train(model, train_data: Encoded, valid_data: Encoded, cfg: TrainConfig, dev
             model.load_state_dict(initial)
             opt, sched = make_optimizer(model, cfg)
     k = model.config.n_latent
-    cap = smoke.max_steps()   # NBS_MAX_STEPS: stop after this many optimiser steps (the smoke run)
+    cap = cfg.max_steps
     for epoch in range(start_epoch, cfg.epochs):
         seed_everything(cfg.seed * 1000 + epoch)
         model.train()
         t0, tokens, loss_sum = time.time(), 0, 0.0
-        usage = torch.zeros(k, dtype=torch.long)
-        n_labels = 1 + max(train_data.labels) if train_data.labels else 0
-        confusion = torch.zeros(k, max(n_labels, 1), dtype=torch.long)   # latent x true label
+        usage = LatentUsage(k, train_data.labels)
         model.before_epoch(train_data, cfg, device)     # e.g. a mixture's offline E-step
         batches = list(train_data.batches(cfg.max_tokens, shuffle=True, seed=cfg.seed * 1000 + epoch, device=device))
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress, leave=False)
         for step_in_epoch, batch in enumerate(bar):
             done = (epoch + step_in_epoch / len(batches)) / cfg.epochs     # fraction of training
             loss, n_tok, z = training_step(model, opt, sched, batch, cfg, done)
-            idx = batch.idx
             if z is not None:
-                usage += torch.bincount(z.cpu(), minlength=k)
-                if n_labels:
-                    confusion.index_put_((z.cpu(), torch.tensor([train_data.labels[i] for i in idx])),
-                                         torch.ones(len(idx), dtype=torch.long), accumulate=True)
+                usage.add(z, batch.idx)
             tokens += n_tok
             loss_sum += float(loss.detach()) * n_tok
             bar.set_postfix(loss=f"{loss_sum / tokens:.3f}")
@@ -262,14 +211,12 @@ def train(model, train_data: Encoded, valid_data: Encoded, cfg: TrainConfig, dev
         valid = evaluate_loss(model, valid_data, cfg.max_tokens, device, cfg)
         history.train_seconds += seconds
         history.epochs.append({"epoch": epoch + 1, "train_loss": loss_sum / max(tokens, 1), "valid_nll": valid,
-                               "seconds": seconds, "tokens_per_s": tokens / seconds,
-                               "usage": usage.tolist() if k > 1 else None,
-                               "latent_by_label": confusion.tolist() if k > 1 and n_labels else None})
+                               "seconds": seconds, "tokens_per_s": tokens / seconds, **usage.record()})
         if valid < history.best_valid:
             history.best_valid, history.best_epoch = valid, epoch + 1
             best_state = {n: p.detach().clone() for n, p in model.state_dict().items()}
         if progress:
-            usage_txt = f", expert usage {usage.tolist()}" if k > 1 else ""
+            usage_txt = f", expert usage {usage.counts.tolist()}" if k > 1 else ""
             print(f"epoch {epoch + 1:2d}: train {loss_sum / max(tokens, 1):.3f}, valid NLL/token {valid:.3f}, "
                   f"{tokens / seconds:,.0f} tok/s{usage_txt}")
         if checkpoint is not None:
@@ -277,7 +224,7 @@ def train(model, train_data: Encoded, valid_data: Encoded, cfg: TrainConfig, dev
                 torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                             "history": history, "epoch": epoch, "best_state": best_state}, tmp)
         if cap is not None and sched.last_epoch >= cap:
-            print(f"{smoke.MAX_STEPS_ENV}={cap}: stopped after {sched.last_epoch} steps, in epoch {epoch + 1}")
+            print(f"max_steps={cap}: stopped after {sched.last_epoch} steps, in epoch {epoch + 1}")
             break
     if best_state is not None:
         model.load_state_dict(best_state)
@@ -295,7 +242,6 @@ def model_key_and_path(name: str, model_cfg, train_cfg: TrainConfig, data_key: d
     and the file it is cached in."""
     key = {"model": non_default(model_cfg), "train": non_default(train_cfg), "data": data_key}
     key.update(registry.cache_key(model_cfg, options))
-    key.update(smoke.cache_tag())        # a step-capped (smoke) model never shares a real model's key
     return key, models_dir() / f"{name}-{key_hash(key)}.pt"
 
 
@@ -310,25 +256,29 @@ def train_or_load(name: str, model_cfg, train_cfg: TrainConfig, data_key: dict, 
     completely (data set, its configuration and split, vocabularies): it is part of the cache
     key, with both configurations, the options and the package version."""
     key, path = model_key_and_path(name, model_cfg, train_cfg, data_key, options)
-    build = lambda: registry.build(model_cfg, options)
-    model = build()
-    smoke.record_training(name, model, train_cfg, train_data, valid_data)   # only while NBS_LEDGER is set
-    if path.exists():
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=False)
-            model.load_state_dict(state["model"])
-            print(f"loaded cached model {path.name} (trained in {state['history'].train_seconds:.0f} s)")
-            return model.to(device).eval(), state["history"]
-        except Exception as err:  # corrupt: rebuild
-            # not unlinked: the atomic rename below replaces it (an unlink could remove the
-            # complete model another process has just renamed into place)
-            print(f"cache: retraining {path} ({type(err).__name__}: {err})")
-    seed_everything(train_cfg.seed)
-    model = build()                      # same initial weights for the same seed
-    partial = path.with_suffix(".partial.pt")
-    with smoke.training_phase():
-        history = train(model, train_data, valid_data, train_cfg, device, checkpoint=partial, progress=progress)
-    with atomic_path(path) as tmp:
-        torch.save({"model": model.state_dict(), "history": history, "key": key}, tmp)
-    partial.unlink(missing_ok=True)
-    return model, history
+    model = registry.build(model_cfg, options)
+    for on_model in CALLBACKS.on_model:
+        on_model(name, model, train_cfg, train_data, valid_data)
+    trained = {}                                           # the model trained here, returned as it is
+
+    def build(tmp: Path) -> None:
+        seed_everything(train_cfg.seed)
+        fresh = registry.build(model_cfg, options)        # the same initial weights for the same seed
+        partial = path.with_suffix(".partial.pt")          # resumable after every epoch
+        with contextlib.ExitStack() as watched:
+            for context in CALLBACKS.training:
+                watched.enter_context(context())
+            history = train(fresh, train_data, valid_data, train_cfg, device, checkpoint=partial, progress=progress)
+        torch.save({"model": fresh.state_dict(), "history": history, "key": key}, tmp)
+        partial.unlink(missing_ok=True)
+        trained.update(model=fresh, history=history)
+
+    def load(file: Path):
+        if trained:
+            return trained["model"], trained["history"]
+        state = torch.load(file, map_location="cpu", weights_only=False)
+        model.load_state_dict(state["model"])
+        print(f"loaded cached model {file.name} (trained in {state['history'].train_seconds:.0f} s)")
+        return model.to(device).eval(), state["history"]
+
+    return cached_file(name, key, build, load, suffix=".pt", folder=models_dir())

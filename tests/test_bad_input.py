@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import nbsupport as nbs
-from nbsupport import cache, run_notebooks
+from nbsupport import cache
+from nbsupport.harness import run_notebooks
 from nbsupport.data import bible, prepare
 from nbsupport.models import Transformer, TransformerConfig
 from nbsupport.train import Encoded, TrainConfig, make_optimizer, models_dir, train_or_load
@@ -179,7 +180,9 @@ def test_prepare_rebuilds_a_truncated_extraction(verses_lines, tmp_path, monkeyp
 @pytest.mark.parametrize("seed", ["1", 1.5, None, True])
 def test_non_integer_seed_is_a_clear_error(seed):
     with pytest.raises(TypeError, match="seed must be an integer"):
-        nbs.setup(seed, quiet=True)
+        nbs.setup(seed)
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        nbs.start("ci", seed, quiet=True)
     with pytest.raises(TypeError, match="seed must be an integer"):
         nbs.seed_everything(seed)
 
@@ -195,14 +198,14 @@ def test_device_that_is_not_there(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("NBS_DEVICE", "cuda")
     with pytest.raises(RuntimeError, match=r"no CUDA device is available.*unset NBS_DEVICE"):
-        nbs.setup(0, quiet=True)
+        nbs.start("ci", quiet=True)
     with pytest.raises(RuntimeError, match="no CUDA device"):
         nbs.choose_device("cuda")
     monkeypatch.setenv("NBS_DEVICE", "gpu")
     with pytest.raises(ValueError, match="cuda, mps, cpu"):
-        nbs.choose_device()
+        nbs.start("ci", quiet=True)
     monkeypatch.setenv("NBS_DEVICE", "")          # `export NBS_DEVICE=`: unset
-    assert nbs.choose_device().type in ("mps", "cpu")
+    assert nbs.start("ci", quiet=True).device.type in ("mps", "cpu")
 
 
 @pytest.mark.parametrize("kwargs, word", [

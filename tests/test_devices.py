@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import nbsupport as nbs
-from nbsupport import devicecheck
+from nbsupport.harness import devicecheck
 from nbsupport.data import WordVocab
 from nbsupport.models import Transformer, TransformerConfig
 
@@ -54,10 +54,10 @@ def test_checker_is_off_by_default_and_env_is_validated(monkeypatch):
     assert not devicecheck.enabled() and type(torch.zeros(1)) is torch.Tensor
     monkeypatch.setenv(devicecheck.ENV, "yes")
     with pytest.raises(ValueError, match="NBS_CHECK_DEVICES must be 1"):
-        devicecheck.enable_from_environment()
+        nbs.start("ci", quiet=True)
     monkeypatch.setenv(devicecheck.ENV, "1")
     try:
-        assert nbs.setup(0, quiet=True).type == "cpu" and devicecheck.enabled()
+        assert nbs.start("ci", quiet=True).device.type == "cpu" and devicecheck.enabled()
         assert type(torch.zeros(1)) is devicecheck.HostTensor
     finally:
         devicecheck.disable()

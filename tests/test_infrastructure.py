@@ -90,11 +90,17 @@ def test_unknown_profile_names_valid_ones():
 
 
 def test_threads_from_environment(monkeypatch):
-    monkeypatch.setenv("NBS_THREADS", "1")
-    assert nbs.num_threads() == 1
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv("NBS_THREADS", "1")
+        assert nbs.harness.read_environment().threads == 1
+        nbs.start("ci", quiet=True)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
     monkeypatch.setenv("NBS_THREADS", "many")
     with pytest.raises(ValueError, match="NBS_THREADS"):
-        nbs.num_threads()
+        nbs.start("ci", quiet=True)
 
 
 def test_results_are_json_with_provenance():
@@ -126,7 +132,7 @@ FAULTS_SCRIPT = """
 import resource, torch
 import nbsupport as nbs
 from nbsupport.models import Transformer, TransformerConfig
-nbs.setup(0, quiet=True)
+nbs.setup(0, threads=1)
 torch.manual_seed(0)
 model = Transformer(TransformerConfig(60, 80, d_model=128, d_ff=256, n_latent=10)).eval()
 src, tgt = torch.randint(4, 60, (78, 13)), torch.randint(4, 80, (78, 13))
@@ -147,8 +153,7 @@ def test_setup_stops_page_faulting_activations_back_in():
     without it 6.3k-31k minor page faults per call, i.e. its activations mapped afresh; with it
     0-2.1k, so the bound sits between the two ranges: 2,000 failed once inside a full run)."""
     import subprocess
-    out = subprocess.run([sys.executable, "-c", FAULTS_SCRIPT], capture_output=True, text=True, check=True,
-                         env={**os.environ, "NBS_THREADS": "1"}).stdout
+    out = subprocess.run([sys.executable, "-c", FAULTS_SCRIPT], capture_output=True, text=True, check=True).stdout
     assert nbs.runtime.keep_freed_memory()
     assert int(out) < 4000
 
@@ -173,6 +178,7 @@ def test_cudnn_attention_is_taken_out_on_cuda():
 def test_worker_processes_that_cannot_run_fall_back_to_one_at_a_time(capsys):
     """A job that cannot reach a worker (here a lambda, which does not pickle) is said in one line
     and answered False, so the notebook trains its models in its own process instead."""
-    assert nbs.runtime.try_in_processes(lambda x: x, [(1,), (2,)], 2) is False
+    from nbsupport.harness.workers import try_in_processes
+    assert try_in_processes(lambda x: x, [(1,), (2,)], 2) is False
     assert "training one at a time instead" in capsys.readouterr().out
-    assert nbs.runtime.try_in_processes(abs, [(-1,), (2,)], 2) is True
+    assert try_in_processes(abs, [(-1,), (2,)], 2) is True

@@ -282,7 +282,7 @@ def test_systems_trained_in_parallel_are_cached_and_loaded(monkeypatch, capsys):
     train_system then loads each from the cache instead of training it again."""
     import os
     from nbsupport.lessons import multisource as ms
-    from nbsupport.runtime import cpu_workers, run_in_processes
+    from nbsupport.harness.workers import cpu_workers, run_in_processes
     monkeypatch.setenv("NBS_THREADS", "2")
     assert cpu_workers("cpu", 5) == 2 and cpu_workers("cpu", 1) == 1 and cpu_workers("cuda", 5) == 1
     monkeypatch.setenv("NBS_PARALLEL", "0")
@@ -304,14 +304,14 @@ def test_systems_trained_in_parallel_are_cached_and_loaded(monkeypatch, capsys):
 
 def test_a_worker_exits_when_the_process_that_started_it_dies(tmp_path):
     """A killed or restarted notebook kernel must not leave its training workers running as
-    orphans (they would hold the CPU and keep writing to the cache): runtime._exit_with."""
+    orphans (they would hold the CPU and keep writing to the cache): harness.workers._exit_with."""
     import os
     import signal
     import subprocess
     import sys
     import time
     pid_file = tmp_path / "worker.pid"
-    script = ("import os, sys, time\nfrom nbsupport.runtime import run_in_processes\n"
+    script = ("import os, sys, time\nfrom nbsupport.harness.workers import run_in_processes\n"
               "def job(path):\n    open(path, 'w').write(str(os.getpid()))\n    time.sleep(600)\n"
               "if __name__ == '__main__':\n    run_in_processes(job, [(sys.argv[1],)], 1)\n")
     (tmp_path / "kernel.py").write_text(script)

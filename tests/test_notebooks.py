@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from nbsupport.paths import results_dir
-from nbsupport.run_notebooks import execute, notebook_paths
+from nbsupport.harness.run_notebooks import execute, notebook_paths
 
 NOTEBOOKS = notebook_paths()
 IDS = [p.stem for p in NOTEBOOKS]

@@ -1,12 +1,16 @@
-"""The full-size smoke run's caps (NBS_MAX_STEPS, NBS_SMOKE) and the GPU-time projection."""
+"""The full-size smoke run's caps (NBS_MAX_STEPS, NBS_SMOKE) and the GPU-time projection: the caps
+reach the engine as plain settings (TrainConfig.max_steps, the profile), the ledger through the
+training loop's callbacks, all of it applied by nbs.start (nbsupport.harness.run)."""
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
 import nbsupport as nbs
-from nbsupport import smoke
 from nbsupport import train as train_mod
+from nbsupport.harness import read_environment, smoke
+from nbsupport.harness.run import run_profile
 from nbsupport.models import Transformer, TransformerConfig
 from nbsupport.train import Encoded, TrainConfig, train, train_or_load
 
@@ -43,10 +47,9 @@ def test_max_steps_stops_the_loop_across_epochs(monkeypatch):
     per_epoch = len(list(data.batches(cfg.max_tokens, shuffle=False, seed=0, device="cpu")))
     assert per_epoch >= 3
     cap = per_epoch + 1                                                 # ends one step into epoch 2
-    monkeypatch.setenv(smoke.MAX_STEPS_ENV, str(cap))
     calls = count_steps(monkeypatch)
     torch.manual_seed(0)
-    hist = train(Transformer(tiny_config()), data, tiny_data(6, 1), cfg, "cpu", progress=False)
+    hist = train(Transformer(tiny_config()), data, tiny_data(6, 1), replace(cfg, max_steps=cap), "cpu", progress=False)
     assert len(calls) == cap
     assert [e["epoch"] for e in hist.epochs] == [1, 2]                 # the cut epoch is validated and recorded
 
@@ -63,16 +66,13 @@ def test_without_cap_every_epoch_runs(monkeypatch):
 def test_capped_model_is_cached_under_another_key(monkeypatch, capsys):
     data, valid = tiny_data(), tiny_data(6, 1)
     cfg = TrainConfig(epochs=2, max_tokens=30, lr=1e-3, warmup=5)
-    monkeypatch.setenv(smoke.MAX_STEPS_ENV, "1")
-    train_or_load("t", tiny_config(), cfg, {"d": 1}, data, valid, "cpu", progress=False)
-    monkeypatch.delenv(smoke.MAX_STEPS_ENV)
+    train_or_load("t", tiny_config(), replace(cfg, max_steps=1), {"d": 1}, data, valid, "cpu", progress=False)
     calls = count_steps(monkeypatch)
     train_or_load("t", tiny_config(), cfg, {"d": 1}, data, valid, "cpu", progress=False)
     assert len(calls) > 1                                    # trained for real, not the capped model loaded
     assert len(list(train_mod.models_dir().glob("t-*.pt"))) == 2
-    monkeypatch.setenv(smoke.MAX_STEPS_ENV, "1")
     calls.clear()
-    train_or_load("t", tiny_config(), cfg, {"d": 1}, data, valid, "cpu", progress=False)
+    train_or_load("t", tiny_config(), replace(cfg, max_steps=1), {"d": 1}, data, valid, "cpu", progress=False)
     assert calls == [] and "loaded cached model" in capsys.readouterr().out   # the capped one reloads
 
 
@@ -80,25 +80,36 @@ def test_capped_model_is_cached_under_another_key(monkeypatch, capsys):
 def test_bad_max_steps_is_a_clear_error(monkeypatch, raw):
     monkeypatch.setenv(smoke.MAX_STEPS_ENV, raw)
     with pytest.raises(ValueError, match="positive whole number"):
-        smoke.max_steps()
+        read_environment()
+    with pytest.raises(ValueError, match="max_steps must be a positive integer"):
+        TrainConfig(max_steps=int(raw) if raw.lstrip("-").isdigit() else raw)
 
 
 def test_bad_smoke_value_names_the_valid_ones(monkeypatch):
     monkeypatch.setenv(smoke.SMOKE_ENV, "maybe")
     with pytest.raises(ValueError, match="1/true/yes"):
-        nbs.profile("full")
+        nbs.start("full", quiet=True)
 
 
-def test_ibm_iterations_and_cache_key_under_the_cap(monkeypatch):
-    assert smoke.ibm_iterations(5) == 5 and smoke.cache_tag() == {}
+def test_the_step_cap_reaches_every_training_setting_and_the_ibm_models(monkeypatch):
+    full = nbs.profile("full")
+    assert full.max_steps is None and "max_steps" not in full.toy_training
     monkeypatch.setenv(smoke.MAX_STEPS_ENV, "3")
-    assert smoke.ibm_iterations(5) == smoke.SMOKE_IBM_ITERATIONS and smoke.cache_tag() == {"max_steps": 3}
+    capped = run_profile("full", read_environment())
+    assert capped.max_steps == 3
+    assert capped.toy_training["max_steps"] == capped.bible_training["max_steps"] == 3
+    assert capped.multi_source["toy_training"]["max_steps"] == 3
+    assert capped.ibm["iterations"] == min(full.ibm["iterations"], smoke.SMOKE_IBM_ITERATIONS)
+    from nbsupport.lessons.ibm_tasks import capped as ibm_tag
+    assert ibm_tag(full) == {} and ibm_tag(capped) == {"max_steps": 3}
+    # the mixtures' own training settings are merged over the toy's: the cap stays
+    assert nbs.mixture_runs.task(run_profile("ci", read_environment())).training["max_steps"] == 3
 
 
 def test_smoke_profile_caps_evaluation_only(monkeypatch):
     full = nbs.profile("full")
     monkeypatch.setenv(smoke.SMOKE_ENV, "1")
-    s = nbs.profile("full")
+    s = run_profile("full", read_environment())
     # divided by 25, rounded up, at least 2: computed by hand from the full profile's sizes
     assert s.bible_test == 20 and s.toy_test == 8                       # 497 / 25, 200 / 25
     assert full.bible_dev is None and s.bible_dev == 10                 # 243 / 25: validation after each epoch
@@ -170,11 +181,15 @@ def test_projection_by_hand():
     assert smoke.projection(recs, 0.0, gpu=floor)["train_min"] == pytest.approx(1.0)   # FLOPs-bound: 60 s
 
 
-def test_host_record_projects_linearly(tmp_path, monkeypatch):
+def test_host_record_projects_linearly(tmp_path):
     ledger = tmp_path / "l.jsonl"
-    monkeypatch.setenv(smoke.LEDGER_ENV, str(ledger))
-    smoke.record_host("sampling", 2.0, done=1000, full=30000)
-    smoke.record_host("cached", 0.01, done=1000, full=30000)      # loaded from the cache: not recorded
+    smoke.install_ledger(ledger)
+    try:
+        smoke.record_host("sampling", 2.0, done=1000, full=30000)
+        smoke.record_host("cached", 0.01, done=1000, full=30000)      # loaded from the cache: not recorded
+    finally:
+        smoke.uninstall_ledger()
+    smoke.record_host("after", 2.0, done=1000, full=30000)           # no ledger installed: nothing
     _, _, host = smoke.read_ledger(ledger)
     assert [h["what"] for h in host] == ["sampling"] and host[0]["projected_s"] == pytest.approx(60.0)
 
@@ -195,12 +210,15 @@ def test_sampled_corpus_key_includes_the_number_of_sources():
     assert len(c1.train.refs) == 2 and len(c2.train.refs) == 3 and len(c2.train.src) == 3
 
 
-def test_ledger_and_inference_counter(tmp_path, monkeypatch):
+def test_ledger_and_inference_counter(tmp_path):
     ledger = tmp_path / "ledger.jsonl"
-    monkeypatch.setenv(smoke.LEDGER_ENV, str(ledger))
+    smoke.install_ledger(ledger)
     try:
+        assert smoke.record_training in train_mod.CALLBACKS.on_model
         lin = torch.nn.Linear(3, 5)
-        smoke.record_training("m", Transformer(tiny_config()), TrainConfig(epochs=1), tiny_data(), tiny_data(6, 1))
+        data, valid = tiny_data(), tiny_data(6, 1)
+        train_or_load("m", tiny_config(), TrainConfig(epochs=1, max_tokens=30, warmup=5), {"d": 2}, data, valid,
+                      "cpu", progress=False)                   # recorded through the loop's callbacks
         before = smoke._state["inference_flops"]
         with torch.no_grad():
             lin(torch.ones(4, 3))                       # 2 * 4 rows * 3 * 5
@@ -212,6 +230,5 @@ def test_ledger_and_inference_counter(tmp_path, monkeypatch):
         records, flops, host = smoke.read_ledger(ledger)
         assert [r["name"] for r in records] == ["m"] and flops == smoke._state["inference_flops"] and host == []
     finally:
-        if smoke._state["hook"] is not None:
-            smoke._state["hook"].remove()
-            smoke._state["hook"] = None
+        smoke.uninstall_ledger()
+    assert smoke.record_training not in train_mod.CALLBACKS.on_model and smoke._state["hook"] is None

@@ -40,10 +40,8 @@ def task(cfg: Profile | str, seed: int = 0) -> Task:
     sizes and training."""
     cfg = profile(cfg)
     c = cfg.compare
-    t = toy_task(cfg, seed, n_styles=c["styles"], ambiguity="low", n_train=c["toy_train"])
-    t.model_sizes = {**t.model_sizes, **c.get("model", {})}
-    t.training = {**t.training, **c.get("training", {})}
-    return t
+    return toy_task(cfg, seed, n_styles=c["styles"], ambiguity="low", n_train=c["toy_train"],
+                    model=c.get("model"), training=c.get("training"))
 
 
 def methods(cfg: Profile | str) -> tuple[str, ...]:
@@ -59,16 +57,15 @@ def methods(cfg: Profile | str) -> tuple[str, ...]:
 
 def uses_the_baseline(name: str) -> bool:
     """Is ``name`` a decoding method (a way to search the one plain Transformer, the baseline)?"""
-    m = registry.method(name)
-    return m.family == "transformer" and m.latent == "none"
+    return registry.method(name).model == "baseline"
 
 
 def model_key(name: str, k: int):
-    """Which trained model method ``name`` uses at K = ``k``: "baseline" for every decoding method
-    and every K, "vnmt" for every K (K prior samples of one model), (name, k) for a latent-K model."""
-    if uses_the_baseline(name):
-        return "baseline"
-    return name if registry.method(name).family == "vnmt" else (name, k)
+    """Which trained model method ``name`` uses at K = ``k`` (as the registry declares it):
+    "baseline" for every decoding method and every K, "vnmt" for every K (K prior samples of one
+    model), (name, k) for a latent-K model."""
+    m = registry.method(name)
+    return (m.model, k) if m.model_per_k else m.model
 
 
 def one_model_for_every_k(name: str) -> bool:

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import ibm, smoke
+from .. import ibm
+from ..harness import smoke
 from ..cache import cached_file
 from ..data import bible
 from ..data.synthetic import Corpus, Split, ToyConfig, detokenize, toy
@@ -29,13 +30,10 @@ BIBLE_MAX_WORDS = 50                # verses longer than this (either side) are 
 
 
 def fit(pairs, iterations: int, name: str, key: dict) -> ibm.IBMModel:
-    """IBM Models 1 -> 2 -> 3 on tokenised pairs, cached. Under NBS_MAX_STEPS (the smoke run)
-    one EM iteration each, cached under its own key."""
-    iterations = smoke.ibm_iterations(iterations)
-
+    """IBM Models 1 -> 2 -> 3 on tokenised pairs, ``iterations`` EM iterations each, cached."""
     def build(tmp: Path) -> None:
         torch.save(ibm.train(pairs, iterations), tmp)
-    return cached_file(name, {**key, "iterations": iterations, **smoke.cache_tag()}, build,
+    return cached_file(name, {**key, "iterations": iterations}, build,
                        lambda p: torch.load(p, weights_only=False), suffix=".pt")
 
 
@@ -59,8 +57,15 @@ def sample_corpus(sampler: ibm.Sampler, sources: dict[str, list[str]], gamma: fl
                       {"gamma": gamma, "base": name})
 
     return cached_file(f"ibm3-{name}-g{gamma}", {**key, "gamma": gamma, "test_refs": test_refs, "seed": seed, "detokenized": True,
-                                                 "sources": {s: len(v) for s, v in sources.items()}, **smoke.cache_tag()},
+                                                 "sources": {s: len(v) for s, v in sources.items()}},
                        build, load, suffix=".json")
+
+
+def capped(cfg: Profile | str) -> dict:
+    """What a step-capped profile adds to the IBM model's and the sampled corpora's cache keys
+    (their IBM model had fewer EM iterations): they never share a real run's entries."""
+    cfg = profile(cfg)              # a profile name is accepted too
+    return {} if cfg.max_steps is None else {"max_steps": cfg.max_steps}
 
 
 def toy_base(cfg: Profile | str, seed: int = 0):
@@ -71,7 +76,7 @@ def toy_base(cfg: Profile | str, seed: int = 0):
                    n_test=cfg.toy_test, seed=seed)
     corpus = toy(tc)
     pairs = [(TOKENIZE(s), TOKENIZE(r)) for s, rs in zip(corpus.train.src, corpus.train.refs) for r in rs]
-    key = {"dataset": "toy", "config": asdict(tc)}
+    key = {"dataset": "toy", "config": asdict(tc), **capped(cfg)}
     return corpus, fit(pairs, cfg.ibm["iterations"], "ibm3-toy", key), key
 
 
@@ -83,7 +88,7 @@ def bible_base(cfg: Profile | str, src: str = "e", tgt: str = "4"):
     pairs = [(TOKENIZE(s.lower()), TOKENIZE(r[0].lower())) for s, r in zip(corpus.train.src, corpus.train.refs)]
     pairs = [p for p in pairs if 0 < len(p[0]) <= BIBLE_MAX_WORDS and 0 < len(p[1]) <= BIBLE_MAX_WORDS]
     key = {"dataset": "bible", "src": src, "tgt": tgt, "verses": len(corpus.train), "max_words": BIBLE_MAX_WORDS,
-           **({"dev_limit": cfg.bible_dev} if cfg.bible_dev else {})}
+           **({"dev_limit": cfg.bible_dev} if cfg.bible_dev else {}), **capped(cfg)}
     return corpus, fit(pairs, cfg.ibm["iterations"], "ibm3-bible", key), key
 
 

@@ -19,10 +19,8 @@ def task(cfg: Profile | str, seed: int = 0, strength: str = "strong") -> Task:
     is not saturated), a smaller training set than the other lessons (many short runs)."""
     cfg = profile(cfg)              # a profile name is accepted too
     mx = cfg.mixture
-    t = toy_task(cfg, seed, n_styles=mx["styles"], style_strength=strength, ambiguity="low", n_train=mx["toy_train"])
-    t.model_sizes = {**t.model_sizes, **mx.get("model", {})}
-    t.training = {**t.training, **mx.get("training", {})}
-    return t
+    return toy_task(cfg, seed, n_styles=mx["styles"], style_strength=strength, ambiguity="low", n_train=mx["toy_train"],
+                    model=mx.get("model"), training=mx.get("training"))
 
 
 def variant_job(t: Task, variant: MixtureConfig, dropout: float | None = None, seed: int = 0,

@@ -21,7 +21,8 @@ from ..decode import generate
 from ..metrics import corpus_bleu
 from ..models.lstm import LSTMConfig, MultiSourceLSTM
 from ..profiles import Profile, profile
-from ..runtime import setup, train_in_worker_processes
+from ..harness.workers import train_in_worker_processes
+from ..runtime import setup
 from ..train import Encoded, TrainConfig, evaluate_loss, model_key_and_path, train_or_load
 
 # name -> (source roles, combiner, attention): Figure 4's rows, plus the two-versions control.
@@ -127,13 +128,13 @@ def is_cached(data: MultiSourceData, system: str, seed: int = 0) -> bool:
 
 
 def _train_in_worker(data: MultiSourceData, system: str, seed: int) -> float:
-    setup(seed, "cpu", quiet=True)
+    setup(seed, "cpu", threads=torch.get_num_threads())   # the worker's share
     return train_system(data, system, "cpu", seed, progress=False)[1].train_seconds
 
 
 def train_in_parallel(data: MultiSourceData, systems, device, seed: int = 0) -> list[str]:
     """Train the systems not yet cached, several at once on a CPU (one process per core, see
-    :func:`nbsupport.runtime.cpu_workers`); each is cached, so :func:`train_system` then loads it.
+    :func:`nbsupport.harness.workers.cpu_workers`); each is cached, so :func:`train_system` then loads it.
     On a GPU, or with one worker, nothing happens here (train_system trains them one by one).
     Returns the systems trained."""
     todo = [s for s in dict.fromkeys(systems) if not is_cached(data, s, seed)]

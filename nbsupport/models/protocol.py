@@ -79,7 +79,7 @@ class Stepper(Protocol):
 
 @dataclass(frozen=True)
 class Cost:
-    """One model's compute per token, for :mod:`nbsupport.smoke`'s GPU-time projection:
+    """One model's compute per token, for :mod:`nbsupport.harness.smoke`'s GPU-time projection:
     ``core`` is the network whose matrices a token passes through once (a mixture: one
     expert); a training step runs it forward and backward over the targets
     ``train_target_passes`` times plus ``extra_target_forwards`` gradient-free forwards (an

@@ -279,9 +279,8 @@ class Transformer(nn.Module, Family):
         """NLL of every sentence under every latent value, (B, K), in batched decoder passes:
         the batch is stacked K times (z = 0..K-1). Differentiable: the E-step calls it under
         ``torch.no_grad()``, soft EM's M-step with gradients. ``chunk`` latent values go into one pass;
-        by default all K on a GPU, and on a CPU as many as fit about 6k target tokens
-        (measured on 2 cores: one 10-copy pass of a 1k-token batch was 8% slower than a loop
-        over the experts, 5-copy chunks 20% faster)."""
+        by default all K on a GPU, and on a CPU as many as fit about 6k target tokens (a pass
+        larger than the CPU's caches is slower than a loop over the experts: benchmarks/README.md)."""
         b, k = tgt_in.shape[0], self.config.n_latent
         if chunk is None:
             chunk = k if tgt_in.is_cuda else max(1, min(k, CPU_ESTEP_TOKENS // max(1, tgt_in.numel())))

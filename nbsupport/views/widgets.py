@@ -70,9 +70,8 @@ def error_view(err: Exception) -> str:
 @contextlib.contextmanager
 def interaction_threads(n: int = 1):
     """Run a widget's re-render on ``n`` CPU threads (then restore the count). A view decodes one
-    sentence or a handful: too little work to split, and on a 2-core laptop two threads made the
-    live views of notebooks 02, 04 and 05 four to five times slower than one (measured on the
-    cached lab models, 40-210 ms on one thread, 190-1000 ms on two, with other work running)."""
+    sentence or a handful: too little work to split across threads, which only adds their
+    synchronisation (benchmarks/README.md has the measurement)."""
     import torch
     before = torch.get_num_threads()
     torch.set_num_threads(n)

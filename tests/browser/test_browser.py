@@ -32,7 +32,7 @@ import nbformat
 import pytest
 
 from nbsupport.paths import build_dir, repo_root
-from nbsupport.run_notebooks import notebook_paths
+from nbsupport.harness.run_notebooks import notebook_paths
 
 pytestmark = pytest.mark.browser
 

@@ -20,6 +20,10 @@ While ``NBS_LEDGER`` names a file, every model the notebook trains (or loads) is
 there with its parameter counts and its measured source and target tokens per epoch, and
 the FLOPs of every forward pass outside training (decoding, scoring, evaluation) are counted;
 :func:`projection` turns a ledger into projected GPU minutes per notebook.
+
+The variables are read by :func:`nbsupport.harness.start` in the notebook's kernel, which applies
+the caps to the profile (:func:`capped_profile`, :func:`smoke_profile`) and installs the ledger
+(:func:`install_ledger`) through the training loop's callbacks: the engine knows none of this.
 """
 from __future__ import annotations
 
@@ -44,12 +48,8 @@ SMOKE_IBM_NMT_TRAIN = 1000  # IBM-3-sampled training sources per synthetic corpu
 BIBLE_TEST_VERSES = 497   # the Bible test split (bible_test=None means all of it)
 BIBLE_DEV_VERSES = 243    # the Bible dev split, validated after every epoch (bible_dev=None: all of it)
 
-# Sustained GPU throughput, calibrated on one H100 80GB HBM3 (2026-11-22, notebook 02 at `full`,
-# benchmarks/gpu-h100/): the Bible Transformers (d_model 256, 12k-token batches) trained at 1.3%
-# (baseline) and 1.6% (Hard-MoE K=4) of the bf16 dense peak; decoding (one token per step, a Python
-# loop per step, beams of up to 128 rows) ran at ~0.015%; the toy models' steps took 20-26 ms each
-# whatever their FLOPs (kernel launches and Python). The first projection assumed 15% and 1.5%
-# and under-estimated 02 ~12x (0.5 minutes projected, 9.2 measured).
+# Sustained GPU throughput as one H100 measured it (notebook 02 at `full`: benchmarks/gpu-h100/):
+# training, decoding (one token per step, a Python loop per step) and a toy step's launch-bound floor.
 GPU = {"name": "H100 SXM, bf16", "peak_tflops": 989.0, "train_mfu": 0.013, "decode_mfu": 0.00015,
        "step_overhead_s": 0.02}
 # ... and a small model's step is bound by kernel launches and Python, not FLOPs: a training step
@@ -58,9 +58,9 @@ GPU = {"name": "H100 SXM, bf16", "peak_tflops": 989.0, "train_mfu": 0.013, "deco
 BUDGET_MIN = 15.0         # the full profile's budget per notebook
 
 
-def max_steps() -> int | None:
-    """The training-step cap from ``NBS_MAX_STEPS`` (None: no cap)."""
-    raw = os.environ.get(MAX_STEPS_ENV, "").strip()
+def parse_max_steps(raw: str | None) -> int | None:
+    """The training-step cap ``NBS_MAX_STEPS`` holds (None: no cap)."""
+    raw = (raw or "").strip()
     if not raw:
         return None
     try:
@@ -73,8 +73,9 @@ def max_steps() -> int | None:
     return n
 
 
-def smoke_enabled() -> bool:
-    raw = os.environ.get(SMOKE_ENV, "").strip().lower()
+def parse_smoke(raw: str | None) -> bool:
+    """Whether ``NBS_SMOKE`` asks for the smoke run's evaluation sizes."""
+    raw = (raw or "").strip().lower()
     if raw in ("", "0", "false", "no"):
         return False
     if raw in ("1", "true", "yes"):
@@ -101,14 +102,15 @@ def smoke_profile(p):
                    curse=curse, ibm=ibm, mixture=mixture, compare=compare)
 
 
-def cache_tag() -> dict:
-    """What a cached model's or IBM model's key must add under the step cap ({} without one)."""
-    n = max_steps()
-    return {} if n is None else {"max_steps": n}
-
-
-def ibm_iterations(iterations: int) -> int:
-    return iterations if max_steps() is None else min(iterations, SMOKE_IBM_ITERATIONS)
+def capped_profile(p, max_steps: int):
+    """``p`` with every training run stopped after ``max_steps`` optimiser steps (the training
+    settings' ``max_steps``, which also enters each model's cache key) and every IBM model trained
+    for at most :data:`SMOKE_IBM_ITERATIONS` EM iterations."""
+    cap = lambda training: {**training, "max_steps": max_steps}
+    multi = {**p.multi_source, **{k: cap(v) for k, v in p.multi_source.items() if k.endswith("training")}}
+    ibm = {**p.ibm, "iterations": min(p.ibm["iterations"], SMOKE_IBM_ITERATIONS)} if p.ibm else p.ibm
+    return replace(p, max_steps=max_steps, toy_training=cap(p.toy_training), bible_training=cap(p.bible_training),
+                   multi_source=multi, ibm=ibm)
 
 
 # --------------------------------------------------------------------------- FLOPs per token
@@ -167,20 +169,18 @@ def training_record(name: str, model: nn.Module, cfg, train_data, valid_data) ->
 
 
 # --------------------------------------------------------------------------- the ledger
-_state = {"training": 0, "inference_flops": 0.0, "written": 0.0, "hook": None}
+_state = {"training": 0, "inference_flops": 0.0, "written": 0.0, "hook": None, "ledger": None}
 
 
 def _ledger() -> Path | None:
-    raw = os.environ.get(LEDGER_ENV)
-    return Path(raw) if raw else None
+    return _state["ledger"]
 
 
 def record_training(name: str, model: nn.Module, cfg, train_data, valid_data) -> None:
-    """Append one model's record to the ledger (nothing without NBS_LEDGER)."""
+    """Append one model's record to the ledger (nothing without one installed)."""
     path = _ledger()
     if path is None:
         return
-    _install_counter()
     for m in model.modules():   # a tied output projection is a plain matmul after dec_ln: count it there
         if hasattr(m, "dec_ln") and getattr(m.config, "tie_embeddings", False):
             m.dec_ln._nbs_tied_vocab = m.config.tgt_vocab
@@ -245,15 +245,29 @@ def _flush() -> None:
     out.write_text(json.dumps({"inference_flops": _state["inference_flops"]}))
 
 
-def _install_counter() -> None:
-    """Count the FLOPs of every Linear/LSTM forward outside training, without gradients
-    (decoding, exact search, scoring, evaluation), while NBS_LEDGER is set."""
-    if _state["hook"] is None and _ledger() is not None:
+def install_ledger(path: Path) -> None:
+    """Record into ``path``: every model the training loop trains or loads (its callbacks), and the
+    FLOPs of every Linear/LSTM forward outside training, without gradients (decoding, exact
+    search, scoring, evaluation)."""
+    from .. import train
+    _state["ledger"] = Path(path)
+    if record_training not in train.CALLBACKS.on_model:
+        train.CALLBACKS.on_model.append(record_training)
+        train.CALLBACKS.training.append(training_phase)
+    if _state["hook"] is None:
         _state["hook"] = nn.modules.module.register_module_forward_hook(_hook)
         atexit.register(_flush)
 
 
-_install_counter()
+def uninstall_ledger() -> None:
+    from .. import train
+    _state["ledger"] = None
+    if record_training in train.CALLBACKS.on_model:
+        train.CALLBACKS.on_model.remove(record_training)
+        train.CALLBACKS.training.remove(training_phase)
+    if _state["hook"] is not None:
+        _state["hook"].remove()
+        _state["hook"] = None
 
 
 # --------------------------------------------------------------------------- the projection
@@ -295,7 +309,7 @@ def read_ledger(path: Path) -> tuple[list[dict], float, list[dict]]:
 
 
 def projection_table(rows: dict[str, dict]) -> str:
-    from .views.tables import table
+    from ..views.tables import table
     return table([[nb, r.get("wall_s", float("nan")), r["models"], r["train_tgt_tokens"] / 1e6, r["train_flops"] / 1e15,
                    r["decode_flops"] / 1e15, r["train_min"], r["decode_min"], r["host_min"], r["total_min"],
                    "yes" if r["within_budget"] else "NO"] for nb, r in rows.items()],
@@ -314,14 +328,14 @@ def main(argv=None) -> int:
     import argparse
     import sys
     ap = argparse.ArgumentParser(description=main.__doc__)
-    ap.add_argument("--max-steps", type=int, default=int(os.environ.get(MAX_STEPS_ENV) or DEFAULT_MAX_STEPS))
+    ap.add_argument("--max-steps", type=int, default=parse_max_steps(os.environ.get(MAX_STEPS_ENV)) or DEFAULT_MAX_STEPS)
     ap.add_argument("notebooks", nargs="*", help="notebook files (default: all of notebooks/)")
     args = ap.parse_args(argv)
-    from .paths import repo_root
+    from ..paths import repo_root
     os.environ.setdefault("NBS_BUILD", str(repo_root() / "build" / "smoke-full"))
     os.environ.update({MAX_STEPS_ENV: str(args.max_steps), SMOKE_ENV: "1"})
-    max_steps()                                              # a bad value fails here, before any kernel starts
-    from .paths import build_dir, results_dir
+    parse_max_steps(str(args.max_steps))                     # a bad value fails here, before any kernel starts
+    from ..paths import build_dir, results_dir
     from .run_notebooks import execute, notebook_paths
     paths = [Path(p) for p in args.notebooks] or notebook_paths()
     out = build_dir() / "projection.json"

@@ -2,8 +2,8 @@
 
 On a CPU every tensor lives on the same device, so a tensor built without ``device=`` and
 handed to a model works here and fails on a GPU ("Expected all tensors to be on the same
-device"). With ``NBS_CHECK_DEVICES=1`` (read by ``nbs.setup``) the package simulates a
-second device:
+device"). With ``NBS_CHECK_DEVICES=1`` (read by :func:`nbsupport.harness.start`) the package
+simulates a second device:
 
 * a tensor built by a torch factory (``torch.tensor``, ``zeros``, ``arange``, ``from_numpy``,
   ...) without a ``device`` argument, or by ``Tensor.cpu()``, is a *host* tensor (the
@@ -185,13 +185,3 @@ def checking():
     finally:
         if not was:
             disable()
-
-
-def enable_from_environment() -> bool:
-    """Enable the checker when $NBS_CHECK_DEVICES is 1; returns whether it is on."""
-    value = os.environ.get(ENV, "").strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(f"${ENV} must be 1 (check devices) or 0/unset (do not), got {value!r}")
-    if value == "1":
-        enable()
-    return enabled()

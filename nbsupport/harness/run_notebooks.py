@@ -1,4 +1,4 @@
-"""`python -m nbsupport.run_notebooks --profile lab`: execute every notebook in sequence with
+"""`python -m nbsupport.harness.run_notebooks --profile lab`: execute every notebook in sequence with
 papermill (the venv's own python3 kernel) into build/notebooks/, then print one summary
 table of the key numbers each notebook wrote."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from .paths import repo_root, results_dir
-from .profiles import PROFILE_NAMES, profile
-from .runtime import check_seed
+from ..paths import repo_root, results_dir
+from ..profiles import PROFILE_NAMES, profile
+from ..runtime import check_seed
 
 
 def notebook_paths(folder: Path | None = None) -> list[Path]:
