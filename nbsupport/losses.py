@@ -76,11 +76,12 @@ def model_objective(model, logits, tgt_out, label_smoothing: float = 0.0, alpha:
 def token_loss(model, src, tgt_in, tgt_out, z, cfg) -> torch.Tensor:
     """Mean token loss of a Transformer's train-mode forward (``cfg``: the TrainConfig; with
     ``chunked_loss`` the output projection and the loss run chunk by chunk)."""
-    if cfg.chunked_loss:
+    c = model.config
+    if c.chunked_loss:
         from .kernels import chunked_linear_loss   # imported lazily: an optional fast path
         model.check_latent(z, src.shape[0])
         memory, mask = model.encode(src)
         hidden = model.decode_hidden(tgt_in, memory, mask, z)
         return chunked_linear_loss(hidden, model.output_weight, tgt_out, pad_id=PAD, loss=model.config.output,
-                                   alpha=cfg.scones_alpha, label_smoothing=cfg.label_smoothing)
-    return model_objective(model, model(src, tgt_in, z), tgt_out, cfg.label_smoothing, cfg.scones_alpha)
+                                   alpha=c.scones_alpha, label_smoothing=cfg.label_smoothing)
+    return model_objective(model, model(src, tgt_in, z), tgt_out, cfg.label_smoothing, c.scones_alpha)

@@ -37,8 +37,6 @@ from .models.protocol import Batch
 from .paths import build_dir
 from .runtime import seed_everything
 
-E_STEP_MODES = ("eval", "train")
-
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -47,17 +45,11 @@ class TrainConfig:
     lr: float = 1e-3              # peak learning rate, reached after `warmup` steps
     warmup: int = 300
     label_smoothing: float = 0.0
-    scones_alpha: float = 1.0     # SCONES models only: weight of the negative loss (eq. 6)
     clip_norm: float = 1.0
-    e_step_mode: str = "eval"     # Hard-MoE: "eval" = Algorithm 1; "train" = dropout in the E-step
-    e_step_chunk: int | None = None  # score at most this many latent values per decoder pass (memory)
-    chunked_loss: bool = False    # output projection + loss chunk by chunk (never all logits at once)
     seed: int = 0
     max_steps: int | None = None  # stop after this many optimiser steps in all (None: train every epoch)
 
     def __post_init__(self):
-        if self.e_step_mode not in E_STEP_MODES:
-            raise ValueError(f"unknown e_step_mode {self.e_step_mode!r}; valid: {', '.join(E_STEP_MODES)}")
         for name in ("epochs", "max_tokens", "warmup"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -129,7 +121,7 @@ def _autocast(device):
 def evaluate_loss(model, data: Encoded, max_tokens: int, device, cfg: "TrainConfig | None" = None) -> float:
     """Validation loss per target token: the model's per-sentence ``validation_nll`` (the NLL, a
     latent model's best-z NLL, a mixture's marginal, variational NMT's bound, SCONES's loss
-    with its training alpha from ``cfg``) summed over ``data``, over its target tokens."""
+    with the model's alpha) summed over ``data``, over its target tokens."""
     cfg, device = cfg or TrainConfig(), torch.device(device)
     model.eval()
     total, tokens = 0.0, 0

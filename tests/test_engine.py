@@ -284,8 +284,9 @@ def test_chunked_loss_training_step_equals_the_plain_one(output):
     for chunked in (False, True):
         torch.manual_seed(0)
         model = Transformer(TransformerConfig(11, V + 5, d_model=32, n_heads=4, d_ff=64, enc_layers=1,
-                                              dec_layers=1, dropout=0.0, n_latent=2, output=output))
-        cfg = TrainConfig(chunked_loss=chunked, label_smoothing=0.1, scones_alpha=0.5)
+                                              dec_layers=1, dropout=0.0, n_latent=2, output=output,
+                                              scones_alpha=0.5, chunked_loss=chunked))
+        cfg = TrainConfig(label_smoothing=0.1)
         loss = token_loss(model, src, shift_right(tgt), tgt, torch.tensor([0, 1, 1]), cfg)
         loss.backward()
         grads.append((loss.item(), [p.grad.clone() for p in model.parameters()]))

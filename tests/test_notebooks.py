@@ -9,6 +9,7 @@ import nbformat
 import pytest
 
 from nbsupport.paths import results_dir
+from nbsupport.stats import VERDICTS
 from nbsupport.harness.run_notebooks import execute, notebook_paths
 
 NOTEBOOKS = notebook_paths()
@@ -124,7 +125,7 @@ def test_checks_are_asserts_and_prose_quotes_no_run_numbers(path):
     problems += [f"run number in 'What we saw' (print it from the results): {l}" for l in what_we_saw_numbers(nb)]
     assert any(re.match(r"#+\s*What we saw", l, re.I) for c in nb.cells if c.cell_type == "markdown"
                for l in c.source.splitlines()), "a 'What we saw' section"
-    assert any(re.search(r"results\[\"claims\"\]\s*=", src) for src in code), "results['claims'] = {...}"
+    assert any(re.search(r"run\.record\(\"claims\",|run\.claim\(", src) for src in code), "run.claim(...)"
     assert not problems, "\n".join(problems)
 
 
@@ -322,8 +323,9 @@ def test_runs_at_ci_profile(path, tmp_path, monkeypatch):
     assert not executed_false_checks(executed), f"a printed check is False: {executed_false_checks(executed)}"
     assert "device checker on" in executed.read_text(), "nbs.setup did not turn the device checker on in the kernel"
     claims = results.get("claims")
-    assert isinstance(claims, dict) and claims and all(isinstance(v, bool) for v in claims.values()), \
-        f"results need a non-empty claims dict of booleans, got {claims!r}"
+    assert isinstance(claims, dict) and claims and all(
+        isinstance(v, bool) or (v.get("verdict") in VERDICTS and {"estimate", "ci_low", "ci_high"} <= set(v))
+        for v in claims.values()), f"results need a non-empty claims dict (verdicts with intervals), got {claims!r}"
     assert path.stem in EXPECTED, f"add the expected ci results of {path.stem} to EXPECTED"
     checks = EXPECTED[path.stem](results)
     failed = [i for i, ok in enumerate(checks) if not ok]
@@ -383,6 +385,6 @@ def test_a_run_prints_nothing_of_the_kernels_own_log(tmp_path, capfd, monkeypatc
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "quiet.ipynb")
     out = execute(tmp_path / "quiet.ipynb", "ci", 3, out_dir=tmp_path / "out")
-    assert "ci 3" in nbformat.read(out, as_version=4).cells[1].outputs[0]["text"]
+    assert "ci 3" in nbformat.read(out, as_version=4).cells[-1].outputs[0]["text"]
     printed = capfd.readouterr()
     assert "encryption" not in printed.err + printed.out and "IPKernelApp" not in printed.err, printed.err[-500:]

@@ -73,6 +73,33 @@ class Run:
     environment: Environment
     results: dict
 
+    def record(self, key, value):
+        """Write ``value`` into the results under ``key`` (a tuple of keys for a nested entry, whose
+        parents exist) and return it: what the run measured, written to the results file by
+        :meth:`save`."""
+        *parents, last = key if isinstance(key, tuple) else (key,)
+        entry = self.results
+        for k in parents:
+            entry = entry[k]
+        entry[last] = value
+        return value
+
+    def claim(self, statement: str, value, direction: str = ">", threshold: float = 0.0, cites: str = ""):
+        """Test a paper's statement on this run (:func:`nbsupport.stats.claim`: the value's interval
+        against ``threshold`` in the paper's ``direction``), print its verdict (holds / not decided /
+        contradicted) and record it under ``claims``."""
+        from ..stats import claim
+        c = claim(statement, value, direction, threshold, cites)
+        self.results.setdefault("claims", {})[statement] = c.to_dict()
+        print(c)
+        return c
+
+    def save(self, notebook: str, summary: dict | None = None):
+        """Write the results to ``build/notebooks/<notebook>.json`` (with ``summary``, the few numbers
+        `make notebooks` prints in its closing table)."""
+        from ..results import save_results
+        return save_results(notebook, self.results, summary)
+
     def __str__(self) -> str:
         return (f"{self.profile}, seed {self.seed}, device {self.device}, torch {torch.__version__}, "
                 f"{torch.get_num_threads()} CPU threads" + (", device checker on" if self.environment.check_devices else ""))

@@ -6,6 +6,8 @@ import random
 from collections import Counter
 from typing import Sequence
 
+import numpy as np
+
 from ..data.vocab import WordVocab
 from ..metrics import corpus_bleu, oracle_assignment
 
@@ -13,11 +15,17 @@ from ..metrics import corpus_bleu, oracle_assignment
 def latent_label_confusion(hyps: Sequence[Sequence[str]], refs, labels, n_labels: int, seed: int = 0):
     """K x S counts: hypothesis k of a source is credited with the label of its best-matching
     reference (highest sentence BLEU, ties broken at random with ``seed``)."""
+    return confusion_per_source(hyps, refs, labels, n_labels, seed).sum(axis=0).tolist()
+
+
+def confusion_per_source(hyps: Sequence[Sequence[str]], refs, labels, n_labels: int, seed: int = 0) -> np.ndarray:
+    """Each source's share of :func:`latent_label_confusion`: (sources x K x S) counts, for
+    resampling the sources (:func:`nbsupport.stats.purity_of`)."""
     k = len(hyps[0])
-    conf = [[0] * n_labels for _ in range(k)]
-    for row, ls in zip(oracle_assignment(hyps, refs, random.Random(seed)), labels):
+    conf = np.zeros((len(hyps), k, n_labels), dtype=int)
+    for s, (row, ls) in enumerate(zip(oracle_assignment(hyps, refs, random.Random(seed)), labels)):
         for z, a in enumerate(row):
-            conf[z][ls[a]] += 1
+            conf[s, z, ls[a]] += 1
     return conf
 
 

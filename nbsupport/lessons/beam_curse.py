@@ -32,11 +32,11 @@ def softmax_and_scones_jobs(alphas: dict, seed: int = 0, epochs: int | None = No
     ``epochs`` overrides the task's."""
     jobs = {}
     for name, alpha in alphas.items():
-        training = {"scones_alpha": 1.0 if alpha is None else alpha, "label_smoothing": PAPER_LABEL_SMOOTHING}
+        training = {"label_smoothing": PAPER_LABEL_SMOOTHING}
         if epochs is not None:
             training["epochs"] = epochs
         jobs[name] = {"name": name, "seed": seed, "training_overrides": training,
-                      "model_overrides": {} if alpha is None else {"output": "scones"}}
+                      "model_overrides": {} if alpha is None else {"output": "scones", "scones_alpha": alpha}}
     return jobs
 
 

@@ -22,6 +22,7 @@ from .protocol import Batch, Cost, Family, check_dropout, check_positive
 
 
 OUTPUTS = ("softmax", "scones")
+E_STEP_MODES = ("eval", "train")
 CPU_ESTEP_TOKENS = 6000   # target tokens per batched E-step pass on a CPU (cache-friendly size)
 
 
@@ -39,11 +40,19 @@ class TransformerConfig:
     n_latent: int = 1             # K: 1 = plain baseline; K > 1 = latent table replacing BOS
     tie_embeddings: bool = True   # decoder input embedding = output projection
     output: str = "softmax"       # "softmax" or "scones" (one sigmoid per token, Stahlberg & Kumar 2022)
+    scones_alpha: float = 1.0     # SCONES only: weight of the negative loss (eq. 6)
+    e_step: str = "eval"          # Hard-MoE: "eval" = Algorithm 1; "train" = dropout in the E-step
+    e_step_chunk: int | None = None  # score at most this many latent values per decoder pass (memory)
+    chunked_loss: bool = False    # output projection + loss chunk by chunk (never all logits at once)
 
     def __post_init__(self):
         if self.output not in OUTPUTS:
             raise ValueError(f"unknown output {self.output!r}; valid outputs: {', '.join(OUTPUTS)}")
         check_dropout(self.dropout)
+        if self.e_step not in E_STEP_MODES:
+            raise ValueError(f"unknown e_step {self.e_step!r}; valid: {', '.join(E_STEP_MODES)}")
+        if not self.scones_alpha > 0:
+            raise ValueError(f"scones_alpha must be > 0, got {self.scones_alpha!r}")
         check_positive(d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff, enc_layers=self.enc_layers,
                        dec_layers=self.dec_layers, max_len=self.max_len)
         if self.n_latent < 1:
@@ -312,7 +321,7 @@ class Transformer(nn.Module, Family):
         src, tgt_in, tgt_out, _ = batch
         z = None
         if self.config.n_latent > 1:
-            z = hard_em_assign(self, src, tgt_in, tgt_out, cfg.e_step_mode, cfg.e_step_chunk)
+            z = hard_em_assign(self, src, tgt_in, tgt_out, self.config.e_step, self.config.e_step_chunk)
         return token_loss(self, src, tgt_in, tgt_out, z, cfg), z
 
     def validation_nll(self, batch: Batch, cfg) -> torch.Tensor:
@@ -325,7 +334,7 @@ class Transformer(nn.Module, Family):
             return self.latent_nll(memory, mask, tgt_in, tgt_out).min(dim=1).values
         logits = self.decode(tgt_in, memory, mask)
         if self.config.output == "scones":
-            return model_objective(self, logits, tgt_out, alpha=cfg.scones_alpha, reduction="none").sum(dim=1)
+            return model_objective(self, logits, tgt_out, alpha=self.config.scones_alpha, reduction="none").sum(dim=1)
         return self.sentence_nll(logits, tgt_out)
 
     @torch.no_grad()
