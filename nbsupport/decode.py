@@ -189,11 +189,13 @@ def beam_search(stepper, batch: int, beam: int, max_len: int | Sequence[int], n_
         prefix_score_rows = prefix_scores.tolist()
         for g in range(groups):
             cand = (live[:, g, :, None] + logp[:, g]).reshape(batch, -1)       # true scores
-            penalty = diversity * chosen.repeat(1, width) if diversity and g else torch.zeros_like(cand)
-            values, flat = (cand - penalty).topk(min(2 * width, cand.shape[1]), dim=1)
+            penalised = bool(diversity and g)
+            penalty = diversity * chosen.repeat(1, width) if penalised else None
+            values, flat = (cand - penalty if penalised else cand).topk(min(2 * width, cand.shape[1]), dim=1)
             trues = cand.gather(1, flat).tolist()
             token_logps = logp[:, g].reshape(batch, -1).gather(1, flat).tolist()
-            penalties = (paid[:, g, :, None] + penalty.view(batch, width, n_vocab)).reshape(batch, -1).gather(1, flat).tolist()
+            penalties = ((paid[:, g, :, None] + penalty.view(batch, width, n_vocab)).reshape(batch, -1).gather(1, flat).tolist()
+                         if penalised else [[0.0] * flat.shape[1]] * batch)
             picked_b, picked_w = [], []
             for b, (vals, flats, scores, logps, pens) in enumerate(zip(values.tolist(), flat.tolist(), trues,
                                                                        token_logps, penalties)):
@@ -236,8 +238,8 @@ def beam_search(stepper, batch: int, beam: int, max_len: int | Sequence[int], n_
         stepper.reorder(index)
         tokens = torch.tensor(new_tokens, device=dev).view(-1, 1)
         prefix = torch.cat([prefix[index], tokens], dim=1)
-        prefix_scores = torch.cat([prefix_scores[index], logp.reshape(batch * beam, -1)[index].gather(1, tokens)
-                                   .to(torch.float64)], dim=1)
+        chosen_logp = logp.reshape(batch * beam, -1)[index, tokens.squeeze(1)].to(torch.float64)
+        prefix_scores = torch.cat([prefix_scores[index], chosen_logp[:, None]], dim=1)
         live = torch.tensor(new_live, device=dev, dtype=torch.float64).view(batch, groups, width)
         paid = torch.tensor(new_paid, device=dev, dtype=torch.float64).view(batch, groups, width)
     out = []

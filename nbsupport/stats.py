@@ -125,6 +125,11 @@ def multi_ref_stats(hyps, refs) -> list[np.ndarray]:
                         for h in hs], len(hyps)) for left in range(m)]
 
 
+def mbleu_stats(hyps, refs) -> np.ndarray:
+    """Per-source statistics of mBLEU (Lachaux et al.: every hypothesis against all its source's references)."""
+    return per_source([(s, h, list(rs)) for s, (hs, rs) in enumerate(zip(hyps, refs)) for h in hs], len(hyps))
+
+
 def coverage_per_source(hyps, refs, seed: int = 0) -> np.ndarray:
     """The number of distinct references each source's hypotheses match (``metrics.ref_coverage``)."""
     assignment = metrics.oracle_assignment(hyps, refs, random.Random(seed))
@@ -159,6 +164,12 @@ class Resampled:
         return Resampled(self.estimate - other.estimate, self.values - other.values)
 
 
+def margin_over(best: Resampled, others: Sequence[Resampled]) -> Resampled:
+    """``best`` minus the largest of ``others``, in every resample (is it above all of them?)."""
+    return Resampled(best.estimate - max(o.estimate for o in others),
+                     best.values - np.max([o.values for o in others], axis=0))
+
+
 def resampled_metrics(hyps, refs, boot: Resamples, seed: int = 0, which=("pairwise_bleu", "avg_oracle_bleu",
                                                                        "multi_ref_bleu", "coverage")) -> dict:
     """{metric: :class:`Resampled`} of K hypotheses per source against M references (notebook
@@ -177,6 +188,8 @@ def resampled_metrics(hyps, refs, boot: Resamples, seed: int = 0, which=("pairwi
     if "coverage" in which:
         cov = coverage_per_source(hyps, refs, seed)
         out["coverage"] = Resampled(float(cov.mean()), boot.mean(cov))
+    if "mbleu" in which:
+        out["mbleu"] = Resampled(metrics.mbleu(hyps, refs), boot.bleu(mbleu_stats(hyps, refs)))
     return out
 
 

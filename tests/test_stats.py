@@ -28,6 +28,7 @@ def test_per_source_statistics_give_the_metrics_own_values():
     firsts = [hs[0] for hs in hyps]
     assert stats.bleu_of(stats.corpus_stats(firsts, refs).sum(0))[0] == pytest.approx(metrics.corpus_bleu(firsts, refs))
     assert stats.coverage_per_source(hyps, refs, 3).mean() == pytest.approx(metrics.ref_coverage(hyps, refs, 3))
+    assert stats.bleu_of(stats.mbleu_stats(hyps, refs).sum(0))[0] == pytest.approx(metrics.mbleu(hyps, refs))
 
 
 def test_a_resample_equals_the_metric_on_the_resampled_test_set():

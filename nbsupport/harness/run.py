@@ -36,11 +36,8 @@ class Environment:
 def _threads(raw: str | None) -> int | None:
     if raw is None:
         return None
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
+    n = smoke.positive_int(raw)
+    if n is None:
         raise ValueError(f"${THREADS_ENV} must be a positive integer, got {raw!r}")
     return n
 

@@ -58,16 +58,22 @@ GPU = {"name": "H100 SXM, bf16", "peak_tflops": 989.0, "train_mfu": 0.013, "deco
 BUDGET_MIN = 15.0         # the full profile's budget per notebook
 
 
+def positive_int(raw: str) -> int | None:
+    """``raw`` as a positive whole number, else None."""
+    try:
+        n = int(raw)
+    except ValueError:
+        return None
+    return n if n >= 1 else None
+
+
 def parse_max_steps(raw: str | None) -> int | None:
     """The training-step cap ``NBS_MAX_STEPS`` holds (None: no cap)."""
     raw = (raw or "").strip()
     if not raw:
         return None
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
+    n = positive_int(raw)
+    if n is None:
         raise ValueError(f"{MAX_STEPS_ENV}={raw!r}: expected a positive whole number of optimiser steps "
                          "(or leave it unset for no cap)")
     return n
