@@ -59,8 +59,8 @@ class Hypothesis:
     score: float           # summed log score of the tokens: the model's score of the sentence
     normalized: float      # score used for ranking (divided by length when length-normalised)
     token_scores: list[float] = field(default_factory=list)   # one log score per token; they sum to score
-    penalty: float = 0.0   # diverse beam search: the Hamming penalties paid along the way (score - penalty
-                           # is the penalised score fairseq and Hugging Face report for this hypothesis)
+    penalty: float = 0.0   # diverse beam search: the Hamming penalties this search charged along the way
+                           # (the peers count and carry them differently: see beam_search)
 
 
 def _finish_row(tokens: list[int]) -> list[int]:
@@ -322,6 +322,10 @@ class Sampling:
     top_k: int | None = None
     top_p: float | None = None
 
+    def __post_init__(self):
+        check_decoding_args(n=self.n, temperature=self.temperature, top_k=self.top_k or 1,
+                            top_p=1.0 if self.top_p is None else self.top_p)
+
     def search(self, stepper, batch: int, limits: list[int], generator=None) -> list[list[Hypothesis]]:
         stepper.expand(self.n)
         hyps = greedy_or_sample(stepper, batch * self.n, [m for m in limits for _ in range(self.n)],
@@ -403,14 +407,15 @@ def decode(model, src, search=None, z: torch.Tensor | int | None = None, max_len
            max_len_b: int = MAX_LEN_B, use_cache: bool = True, seed: int = 0,
            generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
     """The hypotheses of every source (a list over sources of :class:`Hypothesis` lists: tokens,
-    sentence score, per-token scores) under the strategy ``search`` (default :class:`Greedy`).
+    sentence score, per-token scores) under the strategy ``search`` (default :class:`Greedy`; a
+    method's name gives its strategy with default settings).
 
     ``z``: the latent value of each source (a tensor of B indices, or B x K probabilities for
     target conditioning), or an int for the same value for every source. Outputs are at most
     ``max_len_a`` x source length + ``max_len_b`` tokens (and the model's ``max_len``).
     Sampling draws from ``generator`` when given (it advances, so successive calls continue
     its stream), else from a new generator seeded with ``seed``."""
-    search = Greedy() if search is None else search
+    search = Greedy() if search is None else strategy(search) if isinstance(search, str) else search
     check_decoding_args(max_len_a=max_len_a, max_len_b=max_len_b, seed=seed)
     model.eval()
     first = src if torch.is_tensor(src) else src[0]      # a multi-source model takes a tuple of sources

@@ -87,7 +87,8 @@ def setup(seed: int = 0, device: str | torch.device | None = None, threads: int 
     and keep freed memory on CPU; return the device (``device``, else the best one here).
 
     Flushing denormals matters: tied embeddings initialised N(0, 1) made training twice as
-    slow on CPU through denormal arithmetic."""
+    slow on CPU through denormal arithmetic. A notebook calls :func:`nbsupport.harness.start`
+    instead, which reads the NBS_* settings (device, threads, smoke caps) and calls this."""
     seed = check_seed(seed)
     dev = device if isinstance(device, torch.device) else choose_device(device)
     torch.set_num_threads(threads or cores())

@@ -210,8 +210,10 @@ def intervals(hyps, refs, resamples: int = RESAMPLES, seed: int = 0) -> dict[str
 def paired_bleu(hyps_a: Sequence[str], hyps_b: Sequence[str], refs, resamples: int = RESAMPLES,
                 seed: int = 0) -> dict:
     """Corpus BLEU of system A minus system B (one hypothesis per source each, the same
-    references) with sacrebleu's paired bootstrap test (``sacrebleu.significance``, Koehn 2004):
-    the difference, its 95% interval over the same resamples, and sacrebleu's p-value."""
+    references): the difference with its 95% interval over this module's resamples (``seed``), and
+    the p-value of sacrebleu's paired bootstrap test (``sacrebleu.significance``, Koehn 2004), which
+    draws its own resamples (seeded by $SACREBLEU_SEED, 12345 by default): near the boundary the two
+    can disagree."""
     from sacrebleu.significance import PairedTest
     streams = [list(s) for s in zip(*refs)]
     test = PairedTest([("B", list(hyps_b)), ("A", list(hyps_a))], {"BLEU": BLEU()}, streams,
@@ -267,16 +269,15 @@ def claim(statement: str, value: Interval | Resampled, direction: str = ">", thr
 
 
 def seed_interval(values: Sequence[float], bootstrap: Interval | None = None) -> Interval:
-    """Several seeds' values of one quantity: their mean, and an interval that widens the bootstrap
-    interval (of the first seed, if given) by the seeds' sample standard deviation on each side
-    (1.96 sd: the seeds' spread as a normal). One seed has no spread: the bootstrap interval as it is."""
+    """Several seeds' values of one quantity: their mean, and an interval whose each side combines
+    the bootstrap interval's side (of the first seed, if given) with 1.96 times the seeds' sample
+    standard deviation, as independent errors (in quadrature). One seed has no spread: the
+    bootstrap interval as it is, moved to the mean."""
     values = [float(v) for v in values]
+    if not values:
+        raise ValueError("seed_interval needs the value of at least one seed")
     mean = sum(values) / len(values)
-    if len(values) < 2:
-        if bootstrap is None:
-            return Interval(mean, mean, mean)
-        return Interval(mean, bootstrap.ci_low - bootstrap.estimate + mean, bootstrap.ci_high - bootstrap.estimate + mean)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    half_boot = 0.0 if bootstrap is None else (bootstrap.ci_high - bootstrap.ci_low) / 2
-    half = math.hypot(half_boot, 1.96 * sd)
-    return Interval(mean, mean - half, mean + half)
+    below = 0.0 if bootstrap is None else bootstrap.estimate - bootstrap.ci_low
+    above = 0.0 if bootstrap is None else bootstrap.ci_high - bootstrap.estimate
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+    return Interval(mean, mean - math.hypot(below, 1.96 * sd), mean + math.hypot(above, 1.96 * sd))

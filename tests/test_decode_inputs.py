@@ -147,3 +147,15 @@ def test_model_configs_reject_sizes_below_one():
         nbs.models.LSTMConfig((12,), 12, layers=0)
     with pytest.raises(ValueError, match="anneal_fraction must be in"):
         nbs.models.vnmt.VNMTConfig(anneal_fraction=1.5)
+
+
+def test_strategies_built_directly_check_their_settings():
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
+        nbs.decode.Sampling(n=0)
+    with pytest.raises(ValueError, match="temperature"):
+        nbs.decode.Sampling(temperature=0.0)
+    with pytest.raises(ValueError, match="top_p"):
+        nbs.decode.Sampling(top_p=1.5)
+    model, src = tiny_model(), nbs.data.pad_batch([VOCAB.encode("w1 w2")])
+    by_name = nbs.decode.decode(model, src, "beam")
+    assert [h.tokens for h in by_name[0]] == generate(model, src, "beam")[0]

@@ -132,6 +132,7 @@ def test_a_capped_pip_configuration_does_not_leak_into_the_check(tmp_path):
     assert "nbsupport" in plan and "torch" not in plan, plan
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pip finds site-wide files through XDG_CONFIG_DIRS on Linux only")
 def test_the_capped_configuration_is_real_for_pip_without_the_hermetic_environment(tmp_path):
     """The test above can fail: given the capped configuration as it is, pip refuses the host's torch."""
     only_site_wide = {**hermetic_env(), "XDG_CONFIG_DIRS": str(tmp_path / "xdg")}

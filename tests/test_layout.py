@@ -91,6 +91,11 @@ def cycles(g: dict) -> list[list[str]]:
     return out
 
 
+def test_every_engine_name_is_a_module_of_the_package():
+    known = {m.split(".")[1] for m in modules() if "." in m}
+    assert set(ENGINE) <= known, sorted(set(ENGINE) - known)
+
+
 def is_engine(name: str) -> bool:
     rest = name.split(".", 1)[1] if "." in name else ""
     return rest.split(".")[0] in ENGINE

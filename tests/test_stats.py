@@ -128,3 +128,14 @@ def test_purity_per_source_sums_to_the_confusion_and_resamples_like_the_function
         by_hand = sum(c * per[s] for s, c in enumerate(counts))
         assert res.values[r] == pytest.approx(analysis.purity(by_hand.tolist()))
     assert stats.purity_of(np.array([[3, 1], [0, 0]])) == pytest.approx(0.75)    # an idle latent is left out
+
+
+def test_seed_interval_keeps_the_bootstrap_s_asymmetry_and_needs_a_value():
+    boot = stats.Interval(10.0, 9.0, 13.0)
+    one = stats.seed_interval([10.0], boot)
+    assert (one.ci_low, one.ci_high) == (9.0, 13.0)
+    two = stats.seed_interval([9.0, 11.0], boot)                 # sample sd sqrt(2)
+    assert two.ci_low == pytest.approx(10.0 - math.hypot(1.0, 1.96 * math.sqrt(2)))
+    assert two.ci_high == pytest.approx(10.0 + math.hypot(3.0, 1.96 * math.sqrt(2)))
+    with pytest.raises(ValueError, match="at least one seed"):
+        stats.seed_interval([])
