@@ -204,7 +204,7 @@ def main(argv=None) -> int:
         raw[f"fused_loss_{label}_bytes"] = peak_memory(fused)
         ratios[f"fused_loss_peak_mem_over_plain_{label}"] = raw[f"fused_loss_{label}_bytes"] / raw[f"plain_loss_{label}_bytes"]
 
-    # f. widget interactions (issue 16): seconds per re-render of each kind of live view, at the lab
+    # f. widget interactions: seconds per re-render of each kind of live view, at the lab
     # profile's toy model size (untrained, so every hypothesis runs to the length cap: the slow case)
     latency = widget_latency(task, dev, repeats=5 if args.size == "lab" else 2)
     raw.update({f"widget_{k}_s": v for k, v in latency.items()})

@@ -1,5 +1,5 @@
 """Bad input a new user would give the infrastructure: each is a clear error naming the valid
-values (or what to run), or is handled (issue 14, "Bad input")."""
+values (or what to run), or is handled."""
 import json
 import multiprocessing
 import sys

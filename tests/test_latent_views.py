@@ -1,4 +1,4 @@
-"""The live latent views of notebooks 02, 04 and 05 (issue 16): the source control (a test
+"""The live latent views of notebooks 02, 04 and 05: the source control (a test
 sentence or one the student writes), the references shown only for a test sentence, and a
 mixture of independent experts answering in the latent view expert by expert."""
 import re

@@ -130,7 +130,7 @@ def test_mbleu_by_hand():
     assert M.mbleu([["a b c d", "e f g h"]], [["a b c d", "x y z w"]]) == pytest.approx(50, abs=1e-6)
 
 
-# ---------------------------------------------------------------- bad input (issue 14)
+# ---------------------------------------------------------------- bad input
 def test_corpus_bleu_rejects_bare_strings_and_uneven_reference_lists():
     with pytest.raises(TypeError, match=r"hyps: expected a list of strings, got a bare string"):
         M.corpus_bleu("abc", ["abd", "x", "y"])        # same length: compared character by character before
@@ -168,7 +168,7 @@ def test_diversity_report_checks_its_inputs_first():
         M.diversity_report([["a", ["b"]]], [["a b", "c d"]])
 
 
-# ---------------------------------------------------------------- degenerate outputs (issue 14)
+# ---------------------------------------------------------------- degenerate outputs
 def test_pairwise_bleu_of_identical_short_or_empty_hypotheses_is_100():
     # sacrebleu gives 0 when the corpus holds no 4-grams, which read as "most diverse"
     assert M.pairwise_bleu([["a b", "a b"]]) == 100

@@ -346,8 +346,8 @@ def test_vnmt_trains_anneals_and_samples_k_hypotheses():
 
 
 def test_vnmt_batches_sharing_a_generator_draw_fresh_noise():
-    """Successive batches of one evaluation must not reuse the same prior noise (issue 14 #10's
-    twin in mixture_runs.evaluate): with one generator the second call's draws differ, with a
+    """Successive batches of one evaluation must not reuse the same prior noise (as in
+    mixture_runs.evaluate): with one generator the second call's draws differ, with a
     fresh seed they repeat."""
     from nbsupport.models.vnmt import VariationalNMT, VNMTConfig
     torch.manual_seed(0)

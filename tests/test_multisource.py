@@ -207,7 +207,7 @@ def test_bad_input():
         nbs.multisource.MultiSourceData("toy", None, {}, None, 0, {}, {}, {}).langs("xx")
 
 
-# ---- issue 16: live translation and attention maps of any sources (notebook 01's widgets)
+# ---- live translation and attention maps of any sources (notebook 01's widgets)
 @pytest.fixture(scope="module")
 def tiny_trilingual():
     """The trilingual toy at a tiny size with untrained (seeded) systems: the lesson functions

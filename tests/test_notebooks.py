@@ -38,7 +38,7 @@ def test_conventions(path):
     assert len(top) == 1 and top[0].names[0].asname == "nbs", "one line: import nbsupport as nbs"
 
 
-# ---- issue 14: self-checks are asserts, "What we saw" quotes no run numbers, claims are computed
+# ---- self-checks are asserts, "What we saw" quotes no run numbers, claims are computed
 CHECK_CALLS = {"allclose", "equal", "isclose", "array_equal", "all", "any"}
 COMPARING_TEXT = re.compile(r"\binline\b|=\s*package|package\s*:|same \w+ as nbs\.|equals? nbs\.", re.I)
 RUN_NUMBER = re.compile(r"\d+\.\d+|\d+(?:\.\d+)?\s*%|\b\d+\s*(?:[-–]|to)\s*\d+\b|\b\d+(?:\.\d+)?x\b")
@@ -130,7 +130,7 @@ def test_checks_are_asserts_and_prose_quotes_no_run_numbers(path):
 
 
 def test_the_check_rules_catch_the_old_defects():
-    """The two printed checks of issue 14 (notebook 01's 'local-p attention = package: False' and
+    """Two printed checks that once stood in the notebooks (notebook 01's 'local-p attention = package: False' and
     notebook 02's print of an E-step comparison) and a hard-coded run number are caught; their
     assert forms are not."""
     old_01 = ["ok_att = torch.allclose(ctx, ctx_pkg[0])",
@@ -199,7 +199,7 @@ EXPECTED = {
         # Table 5: alpha chosen by greedy dev BLEU among the trained SCONES models, per level
         *(r["alpha_on_dev"][l]["chosen"] in SCONES_MODELS[1:] and r["alpha_on_dev"][l]["dev_greedy_bleu"][r["alpha_on_dev"][l]["chosen"]]
           == max(r["alpha_on_dev"][l]["dev_greedy_bleu"].values()) for l in ("low", "high")),
-        # issue 14 #6-7: Fig. 6 pairs the best and the empty translation on the same 4 sentences; the best is at
+        # Fig. 6 pairs the best and the empty translation on the same 4 sentences; the best is at
         # least the best beam output (the seed) and at least the empty translation, sentence by sentence
         *(len(r[level][m]["exact_scores"]) == len(r[level][m]["seed_scores"]) == len(r[level][m]["empty_scores"]) == 4
           and all(b >= s - 1e-4 and b >= e - 1e-4 for b, s, e in

@@ -191,7 +191,7 @@ def _tiny_setup(seed=0):
 
 
 def test_exact_sweep_under_a_tiny_budget_is_at_least_every_beam():
-    """Issue 14 #7: seeded with beam 4 only, a search stopped by its budget can return a best
+    """Seeded with beam 4 only, a search stopped by its budget can return a best
     below beam 8's output, and search errors are then counted against a best too low."""
     from nbsupport.lessons import beam_curse
     from nbsupport.search import ModelScorer
@@ -217,7 +217,7 @@ def test_exact_sweep_under_a_tiny_budget_is_at_least_every_beam():
 
 
 def test_exact_sweep_scores_the_empty_translation_of_the_same_sentences():
-    """Issue 14 #6: Fig. 6 compares the best and the empty translation's log scores: both come
+    """Fig. 6 compares the best and the empty translation's log scores: both come
     from one sweep over the same sources, the empty one equal to an independent batched pass."""
     from nbsupport.lessons import beam_curse
     from nbsupport.data.batching import pad_batch
@@ -233,7 +233,7 @@ def test_exact_sweep_scores_the_empty_translation_of_the_same_sentences():
 
 @pytest.mark.parametrize("profile_name, bible", [("full", True), ("lab", False)])
 def test_softmax_and_scones_train_without_label_smoothing(monkeypatch, profile_name, bible):
-    """Issue 14 #8: the paper trains softmax and SCONES without label smoothing (section 3,
+    """The paper trains softmax and SCONES without label smoothing (section 3,
     appendix C); the Bible's default training has 0.1. Toy models keep their cache keys."""
     from nbsupport import pipeline
     from nbsupport.lessons import beam_curse

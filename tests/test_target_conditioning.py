@@ -79,8 +79,8 @@ def test_bad_conditioning_settings():
 def test_loss_is_the_papers_objective_per_token():
     """Section 3.3: L(theta) - lambda L_XE, with L the *sum* over the batch's sentences of
     -log p(y_i | ...), computed here by hand; the package divides it by the batch's target-token
-    count. (Before issue 14, lambda multiplied L_XE against the per-token *mean* NLL: about
-    tokens-per-batch times stronger than the paper's lambda.)"""
+    count. (Against the per-token *mean* NLL, lambda would weigh about tokens-per-batch times
+    more than the paper's.)"""
     model = tiny().eval()                                   # eval: no dropout in the decoder
     model.cond = ConditioningConfig(lam=0.7, p_hard=0.0, anneal_fraction=0.5)
     src, tgt_in, tgt = batch()

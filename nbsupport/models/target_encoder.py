@@ -149,7 +149,7 @@ class TargetConditionedTransformer(Transformer):
     # ------------------------------------------------------------------ the protocol (.protocol)
     @staticmethod
     def cache_key(options: ConditioningConfig) -> dict:
-        # lam is on the paper's scale (summed NLL) since issue 14: models of the per-token lam retrain
+        # lam is on the paper's scale (summed NLL): the key says so, so no per-token-scale model loads
         return {"conditioning": {"lam_scale": "paper", **non_default(options)}}
 
     def training_loss(self, batch: Batch, progress: float, cfg):
