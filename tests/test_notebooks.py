@@ -45,7 +45,7 @@ RUN_NUMBER = re.compile(r"\d+\.\d+|\d+(?:\.\d+)?\s*%|\b\d+\s*(?:[-–]|to)\s*\d+
 # not run numbers: inline math, a setting "= 0.5", a section or equation number
 SETTING = re.compile(r"\$[^$]*\$|=\s*-?\d+(?:\.\d+)?|\b(?:section|sections|eqs?\.|§)\s*\d+(?:\.\d+)*(?:\s*[-–]\s*\d+(?:\.\d+)*)?", re.I)
 CITES_PAPER = re.compile(r"paper|Table|Fig\.|et al\.")
-FALSE_CHECK = re.compile(r"(package|inline|same|equal|match|==)[^\n]*\bFalse\b|\bFalse\b[^\n]*(package|inline)", re.I)
+FALSE_CHECK = re.compile(r"(package|inline|same|equal|match|==)[^\n]*\bFalse\b|\bFalse\b[^\n]*(package|inline)|\[CHECK FAILED\]", re.I)
 
 
 def _call_name(node) -> str:
@@ -146,6 +146,7 @@ def test_the_check_rules_catch_the_old_defects():
     assert what_we_saw_numbers(nb) == ["* purity 0.97 in 92-108 s, a 7-10x gap"]
     assert FALSE_CHECK.search("Basic = package: True; local-p attention = package: False")
     assert not FALSE_CHECK.search("target encoder frozen: False")
+    assert FALSE_CHECK.search("[CHECK FAILED] D is the references") and not FALSE_CHECK.search("[check ok] D is the references")
 
 
 def executed_false_checks(executed: Path) -> list[str]:

@@ -91,6 +91,15 @@ class Run:
         print(c)
         return c
 
+    def sanity(self, statement: str, ok: bool) -> bool:
+        """A check of the task's or the code's construction (a metric's identity, a generator's
+        ordering), not of a paper's claim: printed and recorded under ``sanity``, never among the
+        claims, because it cannot come out otherwise unless the code is broken."""
+        ok = bool(ok)
+        self.results.setdefault("sanity", {})[statement] = ok
+        print(f"[{'check ok' if ok else 'CHECK FAILED'}] {statement}")
+        return ok
+
     def save(self, notebook: str, summary: dict | None = None):
         """Write the results to ``build/notebooks/<notebook>.json`` (with ``summary``, the few numbers
         `make notebooks` prints in its closing table)."""
