@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import nbsupport as nbs
 import pytest
 
 from nbsupport.paths import results_dir
@@ -322,6 +323,10 @@ def test_runs_at_ci_profile(path, tmp_path, monkeypatch):
     assert results["_produced"]["time"], "results written"
     assert results_dir() == tmp_path / "results"
     assert not executed_false_checks(executed), f"a printed check is False: {executed_false_checks(executed)}"
+    printed = "\n".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells
+                         if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "stream")
+    for n in exercise_cells(nbformat.read(path, as_version=4)):
+        assert f"Exercise {n}: right." in printed, f"exercise {n}'s check with its solution did not say right"
     assert "device checker on" in executed.read_text(), "nbs.setup did not turn the device checker on in the kernel"
     claims = results.get("claims")
     assert isinstance(claims, dict) and claims and all(
@@ -339,10 +344,54 @@ def test_runs_at_ci_profile(path, tmp_path, monkeypatch):
     check_widget_report(path, json.loads(widget_report.read_text()))
 
 
-def with_widget_drive(path: Path, tmp_path: Path) -> tuple[Path, Path]:
-    """A copy of the notebook with one more cell: every view's controls set to other values
-    through ipywidgets, what each view showed written to a report."""
+EXERCISE = re.compile(r"^# Exercise (\d+)\b")
+
+
+def exercise_cells(nb) -> dict[int, "nbformat.NotebookNode"]:
+    """{number: cell} of the cells tagged ``exercise`` (each opens with ``# Exercise N``)."""
+    cells = {}
+    for c in nb.cells:
+        if "exercise" in c.metadata.get("tags", []):
+            m = EXERCISE.match(c.source)
+            assert m, f"an exercise cell opens with '# Exercise N': {c.source[:80]!r}"
+            cells[int(m.group(1))] = c
+    return cells
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_exercise_has_a_check_and_a_solution(path):
     nb = nbformat.read(path, as_version=4)
+    cells = exercise_cells(nb)
+    if not cells:
+        pytest.skip(f"{path.name} has no exercises")
+    assert sorted(cells) == list(range(1, len(cells) + 1)), "exercises numbered 1..n"
+    assert sorted(nbs.exercises.solutions(path.stem)) == sorted(cells), "one solution per exercise"
+    for n, cell in cells.items():
+        following = nb.cells[nb.cells.index(cell) + 1]
+        assert following.cell_type == "code" and f"nbs.exercises.check({n}," in following.source, \
+            f"exercise {n} is followed by its check cell"
+
+
+def test_exercise_checks_say_right_or_not_yet(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("nbsupport.lessons.exercises.repo_root", lambda: tmp_path)
+    (tmp_path / "notebooks" / "solutions").mkdir(parents=True)
+    (tmp_path / "notebooks" / "solutions" / "99_x.py").write_text("# %% exercise 1\na = 1\n\n# %% exercise 2\nb = 2\n")
+    assert nbs.exercises.solutions("99_x") == {1: "a = 1", 2: "b = 2"}
+    assert nbs.exercises.check(1, True, "because", "hint") and not nbs.exercises.check(2, False, "because", "hint")
+    assert capsys.readouterr().out.splitlines() == ["Exercise 1: right. because", "Exercise 2: not yet. hint"]
+    with pytest.raises(ValueError, match=r"exercises \[1, 2\], not 3"):
+        nbs.exercises.solution("99_x", 3)
+
+
+def with_widget_drive(path: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the notebook with its exercises solved (notebooks/solutions/) and one more cell:
+    every view's controls set to other values through ipywidgets, what each view showed written
+    to a report."""
+    nb = nbformat.read(path, as_version=4)
+    cells = exercise_cells(nb)
+    if cells:
+        for n, text in nbs.exercises.solutions(path.stem).items():
+            cells[n].source = f"# Exercise {n} (solution)\n{text}"
     report = tmp_path / "widgets.json"
     nb.cells.append(nbformat.v4.new_code_cell(
         f"import json as _json\n_json.dump(nbs.widgets.exercise(), open({str(report)!r}, 'w'))"))

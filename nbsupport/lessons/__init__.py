@@ -3,4 +3,4 @@ level). ``analysis`` (Hard-MoE and mixture measurements: purity, flip rate, D1/D
 ``beam_curse`` (notebook 06's sweeps and exact search), ``ibm_tasks`` (notebook 07's synthetic
 tasks), ``mixture_runs`` (notebooks 03-04), ``multisource`` (notebook 01), ``comparison``
 (notebook 08: every method, one task, a K sweep), ``scenarios``
-(notebook 00's Fig. 1)."""
+(notebook 00's Fig. 1), ``exercises`` (the check after each exercise, and its solution)."""
