@@ -20,6 +20,7 @@ search run in fp32. On CPU and MPS everything is fp32.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ from .data.vocab import PAD
 from .models.protocol import Batch
 from .paths import build_dir
 from .runtime import seed_everything
+
+log = logging.getLogger(__name__)   # cache hits: quiet in a lesson, visible with logging at INFO
 
 
 @dataclass(frozen=True)
@@ -270,7 +273,7 @@ def train_or_load(name: str, model_cfg, train_cfg: TrainConfig, data_key: dict, 
             return trained["model"], trained["history"]
         state = torch.load(file, map_location="cpu", weights_only=False)
         model.load_state_dict(state["model"])
-        print(f"loaded cached model {file.name} (trained in {state['history'].train_seconds:.0f} s)")
+        log.info("loaded cached model %s (trained in %.0f s)", file.name, state["history"].train_seconds)
         return model.to(device).eval(), state["history"]
 
     return cached_file(name, key, build, load, suffix=".pt", folder=models_dir())

@@ -369,9 +369,10 @@ def test_vnmt_batches_sharing_a_generator_draw_fresh_noise():
         decode.generate = real
 
 
-def test_prefetched_variants_are_the_models_train_variant_loads(monkeypatch, capsys):
+def test_prefetched_variants_are_the_models_train_variant_loads(monkeypatch, caplog):
     """prefetch_variants trains the uncached variants in worker processes (soft losses first) under
     the very cache keys train_variant uses; a second prefetch has nothing to do."""
+    caplog.set_level("INFO", logger="nbsupport.train")
     from nbsupport.lessons import mixture_runs as mr
     from nbsupport.pipeline import is_cached
     monkeypatch.setenv("NBS_THREADS", "2")
@@ -382,6 +383,6 @@ def test_prefetched_variants_are_the_models_train_variant_loads(monkeypatch, cap
     assert trained == ["mix-online.independent.sMlp-M-k3", "mix-online.shared.hMup-M-k3"]
     assert all(is_cached(t, **mr.variant_job(t, v)) for v in variants)
     assert mr.prefetch_variants(t, variants, "cpu") == []
-    capsys.readouterr()
+    caplog.clear()
     mr.train_variant(t, variants[0], "cpu")
-    assert "loaded cached model" in capsys.readouterr().out
+    assert "loaded cached model" in caplog.text

@@ -277,9 +277,10 @@ def test_translation_html_is_the_live_decoding_and_names_bad_input(tiny_trilingu
         nbs.multisource.attention_maps_of(systems["fr+de.basic"], data, "fr+de.basic", sources)
 
 
-def test_systems_trained_in_parallel_are_cached_and_loaded(monkeypatch, capsys):
+def test_systems_trained_in_parallel_are_cached_and_loaded(monkeypatch, caplog):
     """On a CPU the uncached systems train in worker processes (costliest first); the notebook's
     train_system then loads each from the cache instead of training it again."""
+    caplog.set_level("INFO", logger="nbsupport.train")
     import os
     from nbsupport.lessons import multisource as ms
     from nbsupport.harness.workers import cpu_workers, run_in_processes
@@ -297,9 +298,9 @@ def test_systems_trained_in_parallel_are_cached_and_loaded(monkeypatch, capsys):
     assert ms.train_in_parallel(data, systems, "cpu") == ["fr.attn", "fr"]      # deduplicated, attention first
     assert all(ms.is_cached(data, s) for s in ("fr", "fr.attn")) and not ms.is_cached(data, "de")
     assert ms.train_in_parallel(data, systems, "cpu") == []                       # nothing left to train
-    capsys.readouterr()
+    caplog.clear()
     model, hist = ms.train_system(data, "fr.attn", "cpu", progress=False)
-    assert "loaded cached model" in capsys.readouterr().out and hist.train_seconds > 0
+    assert "loaded cached model" in caplog.text and hist.train_seconds > 0
 
 
 def test_a_worker_exits_when_the_process_that_started_it_dies(tmp_path):

@@ -255,10 +255,11 @@ def test_softmax_and_scones_train_without_label_smoothing(monkeypatch, profile_n
             assert tc == TrainConfig(seed=0, **{**training, "epochs": 3, "label_smoothing": 0.0})
 
 
-def test_prefetched_softmax_and_scones_models_are_the_ones_the_notebooks_load(monkeypatch, capsys, tmp_path):
+def test_prefetched_softmax_and_scones_models_are_the_ones_the_notebooks_load(monkeypatch, caplog, tmp_path):
     """prefetch_softmax_and_scones trains every uncached model of several tasks (and extra jobs) in
     worker processes under the very cache keys train_softmax_and_scones and train_model use; a
     second prefetch has nothing to do (notebooks 06 and 07)."""
+    caplog.set_level("INFO", logger="nbsupport.train")
     from nbsupport import pipeline
     from nbsupport.lessons import beam_curse
     monkeypatch.setenv("NBS_THREADS", "2")
@@ -270,9 +271,9 @@ def test_prefetched_softmax_and_scones_models_are_the_ones_the_notebooks_load(mo
                                                      more_jobs=[(tasks[0], extra)])
     assert trained == ["hard-moe-k2", "softmax", "scones_0.5", "softmax", "scones_0.5"]   # extra jobs first
     assert beam_curse.prefetch_softmax_and_scones([(t, 1) for t in tasks], alphas, "cpu", more_jobs=[(tasks[0], extra)]) == []
-    capsys.readouterr()
+    caplog.clear()
     for t in tasks:
         beam_curse.train_softmax_and_scones(t, alphas, "cpu", epochs=1)
     pipeline.train_model(tasks[0], device="cpu", progress=False, **extra)
-    assert capsys.readouterr().out.count("loaded cached model") == 5
+    assert caplog.text.count("loaded cached model") == 5
     assert not pipeline.is_cached(tasks[1], **extra)

@@ -63,7 +63,8 @@ def test_without_cap_every_epoch_runs(monkeypatch):
     assert len(calls) == 2 * per_epoch
 
 
-def test_capped_model_is_cached_under_another_key(monkeypatch, capsys):
+def test_capped_model_is_cached_under_another_key(monkeypatch, caplog):
+    caplog.set_level("INFO", logger="nbsupport.train")
     data, valid = tiny_data(), tiny_data(6, 1)
     cfg = TrainConfig(epochs=2, max_tokens=30, lr=1e-3, warmup=5)
     train_or_load("t", tiny_config(), replace(cfg, max_steps=1), {"d": 1}, data, valid, "cpu", progress=False)
@@ -73,7 +74,7 @@ def test_capped_model_is_cached_under_another_key(monkeypatch, capsys):
     assert len(list(train_mod.models_dir().glob("t-*.pt"))) == 2
     calls.clear()
     train_or_load("t", tiny_config(), replace(cfg, max_steps=1), {"d": 1}, data, valid, "cpu", progress=False)
-    assert calls == [] and "loaded cached model" in capsys.readouterr().out   # the capped one reloads
+    assert calls == [] and "loaded cached model" in caplog.text   # the capped one reloads
 
 
 @pytest.mark.parametrize("raw", ["0", "-3", "two", "1.5"])
