@@ -13,5 +13,5 @@ best_refs = {max(range(S), key=lambda j: nbs.metrics.sentence_bleu(h, test.refs[
 covered = len(best_refs)
 
 # %% exercise 3
-# the heat map's row whose largest count is in the column of style 1
-style1_z = max(range(K), key=lambda z: conf[z][1])
+rows = [row for row in conf if sum(row) > 0]               # experts that wrote any hypothesis
+my_purity = float(sum(max(row) / sum(row) for row in rows) / len(rows))
