@@ -65,3 +65,45 @@ strip: $(STAMP)
 
 clean:
 	rm -rf build
+
+# The course as a static website (Sphinx + myst-nb + sphinx-book-theme, MathJax from a PyPI package:
+# nothing is fetched from the web): every lesson as executed at `lab` in build/notebooks (a lesson
+# with no executed copy there is executed first), the README's course map as front page, a page per
+# paper and the reproduction records. Open build/book/html/index.html. book/build.py prints the
+# runs it shows and refuses failed or unfinished runs, runs at another profile and runs of another
+# version of a notebook than notebooks/ holds (BOOK_ALLOW_STALE=1 shows those, marked on the page).
+# Another folder of runs: make book NOTEBOOKS_DIR=/path/to/runs (BOOK_PROFILE=ci for ci runs).
+NOTEBOOKS_DIR ?= $(or $(NBS_RESULTS),build/notebooks)
+BOOK_PROFILE ?= lab
+BOOK_DIR ?= build/book
+BOOK_STAMP := $(VENV)/.book-stamp
+BOOK_FLAGS = $(if $(filter 1,$(BOOK_ALLOW_STALE)),--allow-stale)
+.PHONY: book test-book
+
+$(BOOK_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[book]'
+	@touch $@
+
+book: data $(BOOK_STAMP)
+	@missing="$$($(PY) book/build.py --missing --notebooks $(NOTEBOOKS_DIR))"; \
+	if [ -n "$$missing" ]; then \
+	  echo "book: executing the lessons with no run in $(NOTEBOOKS_DIR): $$missing"; \
+	  NBS_RESULTS=$(abspath $(NOTEBOOKS_DIR)) $(PY) -m nbsupport.harness.run_notebooks --profile $(BOOK_PROFILE) $$missing || exit 1; \
+	fi
+	$(PY) book/build.py --notebooks $(NOTEBOOKS_DIR) --profile $(BOOK_PROFILE) --out $(BOOK_DIR) $(BOOK_FLAGS)
+
+# The book as a reader sees it (not part of `make test`): every lesson executed at ci, one at a
+# time on one thread, into build/book-ci/notebooks; the book built from those runs into
+# build/book-ci/html; then tests/book: book/build.py's checks, and every page opened from disk in
+# headless Chromium (as test-browser: Debian's chromium driven by playwright): no console error, no
+# request to the network, every image, link and anchor resolves, MathJax typeset every formula,
+# each lesson's first figure is visible. Screenshots in build/screenshots/book/.
+# BOOK_CI_RUN=0 reuses the ci runs already in build/book-ci/notebooks.
+BOOK_CI_DIR ?= build/book-ci
+BOOK_CI_RUN ?= 1
+test-book: data
+	@test -n "$(CHROMIUM)" || { echo "make test-book needs Chromium: apt-get install chromium (or NBS_CHROMIUM=/path/to/chromium)"; exit 1; }
+	$(PY) -m pip install --quiet -e '.[book,browser]'
+	$(if $(filter 0,$(BOOK_CI_RUN)),,rm -rf $(BOOK_CI_DIR)/notebooks && NBS_THREADS=1 NBS_RESULTS=$(abspath $(BOOK_CI_DIR))/notebooks $(PY) -m nbsupport.harness.run_notebooks --profile ci)
+	$(PY) book/build.py --notebooks $(BOOK_CI_DIR)/notebooks --profile ci --out $(BOOK_CI_DIR) $(BOOK_FLAGS)
+	NBS_BOOK_SITE=$(abspath $(BOOK_CI_DIR))/html NBS_BOOK_PROFILE=ci NBS_CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/book -o addopts=-ra
