@@ -170,6 +170,19 @@ def margin_over(best: Resampled, others: Sequence[Resampled]) -> Resampled:
                      best.values - np.max([o.values for o in others], axis=0))
 
 
+def largest_gap(base: Resampled, others: Sequence[Resampled]) -> Resampled:
+    """The largest absolute difference between any of ``others`` and ``base``, in every resample
+    (are they all similar to it? a claim "< margin" on this is an equivalence test)."""
+    return Resampled(max(abs(o.estimate - base.estimate) for o in others),
+                     np.max([np.abs(o.values - base.values) for o in others], axis=0))
+
+
+def ratio(a: Resampled, b: Resampled, scale: float = 1.0) -> Resampled:
+    """``scale`` * a / b, in every resample (a relative score, e.g. 100 * BLEU / a baseline's); a zero
+    denominator counts as 1e-9."""
+    return Resampled(scale * a.estimate / max(b.estimate, 1e-9), scale * a.values / np.maximum(b.values, 1e-9))
+
+
 def resampled_metrics(hyps, refs, boot: Resamples, seed: int = 0, which=("pairwise_bleu", "avg_oracle_bleu",
                                                                        "multi_ref_bleu", "coverage")) -> dict:
     """{metric: :class:`Resampled`} of K hypotheses per source against M references (notebook
@@ -191,6 +204,27 @@ def resampled_metrics(hyps, refs, boot: Resamples, seed: int = 0, which=("pairwi
     if "mbleu" in which:
         out["mbleu"] = Resampled(metrics.mbleu(hyps, refs), boot.bleu(mbleu_stats(hyps, refs)))
     return out
+
+
+def human_resampled(refs, boot: Resamples) -> dict:
+    """{metric: :class:`Resampled`} of the human point (``metrics.human_scores``: the references
+    scored against each other, multi-reference and average oracle BLEU leave-one-out), on the
+    resamples ``boot`` of the sources."""
+    if len(refs) != boot.n:
+        raise ValueError(f"{len(refs)} sources, but the resamples are of {boot.n}")
+    human = metrics.human_scores(refs)
+    m = len(refs[0])
+    loo = [boot.bleu(per_source([(s, rs[i], [r for j, r in enumerate(rs) if j != i]) for s, rs in enumerate(refs)],
+                                len(refs))) for i in range(m)]
+    best = []
+    for s, rs in enumerate(refs):
+        for i in range(m):
+            rest = [r for j, r in enumerate(rs) if j != i]
+            scores = [metrics.sentence_bleu(rs[i], r) for r in rest]
+            best.append((s, rs[i], [rest[scores.index(max(scores))]]))   # first maximum, as human_scores
+    return {"pairwise_bleu": Resampled(human["pairwise_bleu"], boot.bleu(pairwise_stats(refs))),
+            "multi_ref_bleu": Resampled(human["multi_ref_bleu"], np.mean(loo, axis=0)),
+            "avg_oracle_bleu": Resampled(human["avg_oracle_bleu"], boot.bleu(per_source(best, len(refs))))}
 
 
 def resampled_purity(per_source_confusion: np.ndarray, boot: Resamples) -> "Resampled":

@@ -51,6 +51,8 @@ class TrainConfig:
     clip_norm: float = 1.0
     seed: int = 0
     max_steps: int | None = None  # stop after this many optimiser steps in all (None: train every epoch)
+    converged_below: float | None = None  # stop after an epoch that lowers the validation loss by less than this fraction
+    patience: int = 1             # with converged_below: stop after this many such epochs in a row (a noisy epoch is not a plateau)
 
     def __post_init__(self):
         for name in ("epochs", "max_tokens", "warmup"):
@@ -67,6 +69,10 @@ class TrainConfig:
         if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
                                            or self.max_steps < 1):
             raise ValueError(f"TrainConfig.max_steps must be a positive integer or None, got {self.max_steps!r}")
+        if self.converged_below is not None and not 0 < self.converged_below < 1:
+            raise ValueError(f"TrainConfig.converged_below must be a fraction in (0, 1) or None, got {self.converged_below!r}")
+        if isinstance(self.patience, bool) or not isinstance(self.patience, int) or self.patience < 1:
+            raise ValueError(f"TrainConfig.patience must be a positive integer, got {self.patience!r}")
 
 
 @dataclass
@@ -157,6 +163,15 @@ def make_optimizer(model, cfg: TrainConfig):
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, inv_sqrt)
 
 
+def converged(history: History, below: float, patience: int = 1) -> bool:
+    """Whether each of the last ``patience`` epochs lowered the validation loss by less than the
+    fraction ``below`` of the epoch before it (the stopping rule of ``TrainConfig.converged_below``)."""
+    valid = [e["valid_nll"] for e in history.epochs]
+    if len(valid) < patience + 1:
+        return False
+    return all(valid[i - 1] - valid[i] < below * abs(valid[i - 1]) for i in range(len(valid) - patience, len(valid)))
+
+
 # --------------------------------------------------------------------------- the loop
 def train(model, train_data: Encoded, valid_data: Encoded, cfg: TrainConfig, device,
           checkpoint: Path | None = None, progress: bool = True) -> History:
@@ -221,6 +236,8 @@ def train(model, train_data: Encoded, valid_data: Encoded, cfg: TrainConfig, dev
         if cap is not None and sched.last_epoch >= cap:
             print(f"max_steps={cap}: stopped after {sched.last_epoch} steps, in epoch {epoch + 1}")
             break
+        if cfg.converged_below is not None and converged(history, cfg.converged_below, cfg.patience):
+            break                                                    # converged on the dev set: stop
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()

@@ -233,6 +233,30 @@ def test_scenario_sets_check_their_references():
     assert sorted(map(sorted, sets["D"])) == sorted(map(sorted, refs))   # D: the references, shuffled
 
 
+def test_scenario_a_damages_a_different_reference_for_each_hypothesis():
+    from nbsupport.lessons.scenarios import scenario_sets
+    # every word names its source i and reference k, so a kept word tells which reference it came from
+    refs = [[" ".join(f"s{i}r{k}w{j}" for j in range(10)) for k in range(4)] for i in range(200)]
+    owner = {w: (i, k) for i, rs in enumerate(refs) for k, r in enumerate(rs) for w in r.split()}
+    replaced = total = 0
+    for i, hs in enumerate(scenario_sets(refs, seed=3)["A"]):
+        copied = []
+        for h in hs:
+            words = h.split()
+            own = {owner[w][1] for w in words if owner[w][0] == i}
+            assert len(words) == 10 and len(own) <= 1           # one reference's words, in place
+            assert all(owner[w][0] != i or w == f"s{i}r{owner[w][1]}w{j}" for j, w in enumerate(words))
+            copied += own
+            replaced += sum(owner[w][0] != i for w in words)    # replacements come from other sources
+            total += len(words)
+        assert len(copied) == len(set(copied))                  # K different references
+    assert abs(replaced / total - 0.5) < 0.03                   # the default damage: half the words
+    undamaged = scenario_sets(refs, seed=3, damage=0.0)["A"]
+    assert [sorted(h) for h in undamaged] == [sorted(rs) for rs in refs]   # no damage: the references
+    with pytest.raises(ValueError, match="share must be in"):
+        scenario_sets(refs, damage=1.5)
+
+
 def test_mean_std_is_the_sample_spread_and_one_seed_has_none():
     from nbsupport.views.tables import mean_std
     assert mean_std([1.0, 2.0, 3.0]) == "2.00 ± 1.00"            # sample sd: sqrt(2 / (3 - 1))

@@ -340,3 +340,103 @@ def test_a_worker_exits_when_the_process_that_started_it_dies(tmp_path):
     if orphan:
         os.kill(worker, signal.SIGKILL)
     assert not orphan, "the worker kept running after its parent was killed"
+
+
+# ---- the generator's perplexity floor and per-sentence noun counts (notebook 01's saturation and bootstrap)
+def _composed_corpus(ambiguity="none"):
+    from nbsupport.data.synthetic import ToyConfig, toy_trilingual
+    return toy_trilingual(ToyConfig(n_styles=1, n_train=0, n_dev=0, n_test=1, ambiguity=ambiguity, seed=0))
+
+
+def test_floor_nll_by_hand():
+    from nbsupport.data.synthetic import compose
+    corpus, floor = _composed_corpus("low"), nbs.multisource.floor_nll
+    dog_cat, dog_horse = compose("dog", "sees", "cat"), compose("dog", "sees", "horse")
+    bare = "the dog sees the cat."
+    # xa merges dog = cat and horse = bird: (dog, cat) or (cat, dog); dog or cat times horse or bird
+    assert floor(corpus, ("xa",), dog_cat, bare) == pytest.approx(4 * math.log(2) + math.log(2))
+    assert floor(corpus, ("xa",), dog_horse, bare) == pytest.approx(4 * math.log(2) + math.log(4))
+    # xb merges child = dog and cat = horse: with xa every noun is determined
+    assert floor(corpus, ("xa", "xb"), dog_cat, bare) == pytest.approx(4 * math.log(2))
+    assert floor(corpus, ("xa",), compose("soldier", "sees", "girl"), bare) == pytest.approx(4 * math.log(2))
+    # two optional phrases present (manner, time): each 1/2 to be there, then 1 of 2 words
+    assert floor(corpus, ("xa", "xb"), dog_cat, "the dog sees the cat slowly at noon.") == pytest.approx(6 * math.log(2))
+    assert floor(_composed_corpus("none"), ("xa", "xb"), dog_cat, bare) == 0.0
+
+
+def test_floor_nll_counts_the_meanings_a_source_sentence_stands_for():
+    """Brute force: every (subject, object) pair with the other parts fixed, grouped by the source
+    sentences it produces; the floor is the log of its group's size (uniform pairs)."""
+    from collections import Counter
+    from nbsupport.data.synthetic import NOUNS, Meaning, trilingual_languages
+    corpus = _composed_corpus()
+    langs = trilingual_languages(0)
+    for chosen in [("xa",), ("xb",), ("xc",), ("xa", "xb"), ("xa", "xc")]:
+        meanings = [Meaning(s, None, 0, o, None, None) for s in range(len(NOUNS)) for o in range(len(NOUNS)) if s != o]
+        text = lambda m: tuple(langs[l].source(m) for l in chosen)
+        groups = Counter(text(m) for m in meanings)
+        for m in meanings:
+            assert nbs.multisource.floor_nll(corpus, chosen, m, "x") == pytest.approx(math.log(groups[text(m)]))
+
+
+def test_perplexity_floor_and_noun_hits_on_the_toy():
+    data = nbs.multisource.toy_data("ci", 0, n_train=50, n_test=40)
+    assert nbs.multisource.perplexity_floor(data, "fr+de.basic") == 1.0      # no ambiguity: both sources decide
+    assert nbs.multisource.perplexity_floor(data, "fr") > nbs.multisource.perplexity_floor(data, "fr+close.basic") > 1
+    refs = [rs[0] for rs in data.corpus.test.refs]
+    hits = nbs.multisource.merged_noun_hits(data.corpus, refs)
+    # the references themselves: every noun right, two nouns per sentence
+    assert all((h[:, 0] == h[:, 1]).all() for h in hits.values())
+    assert (hits["merged nouns"][:, 1] + hits["other nouns"][:, 1] == 2).all()
+    # a sentence with no noun gets none right; the pooled shares are merged_noun_accuracy's
+    wrong = ["the the ."] + refs[1:]
+    h = nbs.multisource.merged_noun_hits(data.corpus, wrong)
+    assert h["merged nouns"][0, 0] == h["other nouns"][0, 0] == 0
+    acc = nbs.multisource.merged_noun_accuracy(data.corpus, wrong)
+    for k, v in h.items():
+        assert acc[k] == pytest.approx(v[:, 0].sum() / v[:, 1].sum())
+    with pytest.raises(ValueError, match="hypotheses for"):
+        nbs.multisource.merged_noun_hits(data.corpus, refs[:3])
+
+
+def test_toy_data_variants_are_cached_apart():
+    base = nbs.multisource.toy_data("ci", 0)
+    hard = nbs.multisource.toy_data("ci", 0, n_train=300, n_test=30, ambiguity="low", training={"epochs": 3},
+                                    model={"dropout": 0.3})
+    assert base.key["config"]["n_train"] == 2000 and base.key["config"]["ambiguity"] == "none"
+    assert (len(hard.corpus.train), len(hard.corpus.test), hard.training["epochs"], hard.model_sizes["dropout"]) == (300, 30, 3, 0.3)
+    assert hard.training["max_tokens"] == base.training["max_tokens"]       # the rest: the profile's
+    assert len(hard.corpus.test.refs[0]) == 4                                # ambiguity: four sampled references
+    paths = {nbs.train.model_key_and_path(*nbs.multisource._configs(d, "fr", 0))[1] for d in (base, hard)}
+    assert len(paths) == 2
+
+
+def test_pairs_of_two_data_sets_train_in_parallel_and_are_cached_apart(monkeypatch):
+    from nbsupport.lessons import multisource as ms
+    monkeypatch.setenv("NBS_THREADS", "2")
+    base = ms.toy_data("ci", 0, n_train=200, n_test=10, training={"epochs": 1})
+    variant = ms.toy_data("ci", 0, n_train=100, n_test=10, training={"epochs": 1}, model={"dropout": 0.3})
+    pairs = [(base, "fr"), (variant, "fr"), (base, "fr")]
+    trained = ms.train_pairs_in_parallel(pairs, "cpu")
+    assert [(d is base, s) for d, s in trained] == [(True, "fr"), (False, "fr")]   # more data first; deduplicated
+    assert ms.is_cached(base, "fr") and ms.is_cached(variant, "fr") and ms.train_pairs_in_parallel(pairs, "cpu") == []
+
+
+def test_resampled_scores_are_the_scores_of_each_resampled_test_set():
+    from nbsupport import stats
+    from nbsupport.lessons import multisource as ms
+    data = ms.toy_data("ci", 0, n_train=50, n_test=30)
+    refs = [rs[0] for rs in data.corpus.test.refs]
+    rng = __import__("random").Random(0)
+    hyps = [r if rng.random() < 0.6 else " ".join(reversed(r.split())) for r in refs]   # some nouns swapped
+    boot = stats.Resamples(len(hyps), resamples=3, seed=1)
+    got = ms.resampled_scores(data, hyps, boot)
+    acc = ms.merged_noun_accuracy(data.corpus, hyps)
+    assert got["bleu"].estimate == pytest.approx(nbs.metrics.corpus_bleu(hyps, refs))
+    assert got["merged nouns"].estimate == pytest.approx(acc["merged nouns"])
+    hits = ms.merged_noun_hits(data.corpus, hyps)
+    for r, counts in enumerate(boot.counts.astype(int)):
+        picked = [i for i, c in enumerate(counts) for _ in range(c)]
+        assert got["bleu"].values[r] == pytest.approx(nbs.metrics.corpus_bleu([hyps[i] for i in picked], [refs[i] for i in picked]))
+        for k, h in hits.items():
+            assert got[k].values[r] == pytest.approx(h[picked, 0].sum() / h[picked, 1].sum())

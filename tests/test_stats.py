@@ -139,3 +139,45 @@ def test_seed_interval_keeps_the_bootstrap_s_asymmetry_and_needs_a_value():
     assert two.ci_high == pytest.approx(10.0 + math.hypot(3.0, 1.96 * math.sqrt(2)))
     with pytest.raises(ValueError, match="at least one seed"):
         stats.seed_interval([])
+
+
+def test_human_resampled_is_human_scores_on_each_resampled_test_set():
+    """Independent method: each resample's sources drawn explicitly, then ``metrics.human_scores``."""
+    _, refs = toy_sets(n=12)
+    boot = stats.Resamples(len(refs), resamples=4, seed=2)
+    got = stats.human_resampled(refs, boot)
+    human = metrics.human_scores(refs)
+    for name, r in got.items():
+        assert r.estimate == pytest.approx(human[name])
+    for r, counts in enumerate(boot.counts.astype(int)):
+        drawn = [rs for rs, c in zip(refs, counts) for _ in range(c)]
+        for name, value in metrics.human_scores(drawn).items():
+            assert got[name].values[r] == pytest.approx(value)
+    with pytest.raises(ValueError, match="resamples are of"):
+        stats.human_resampled(refs[:5], boot)
+
+
+def test_run_claim_that_cannot_be_decided_records_not_decided_with_its_reason(capsys):
+    from nbsupport.harness.run import Run, Environment
+    run = Run(None, None, 0, Environment(), {})
+    run.claim("a holds", stats.Interval(1.0, 0.5, 1.5), ">", 0, cites="paper")
+    run.claim("b would hold", stats.Interval(1.0, 0.5, 1.5), ">", 0, cites="paper", undecided_because="not converged: m")
+    a, b = run.results["claims"]["a holds"], run.results["claims"]["b would hold"]
+    assert a["verdict"] == "holds" and "undecided_because" not in a
+    assert b["verdict"] == "not decided" and b["interval_verdict"] == "holds" and b["undecided_because"] == "not converged: m"
+    assert (b["estimate"], b["ci_low"], b["ci_high"]) == (1.0, 0.5, 1.5)
+    out = capsys.readouterr().out
+    assert "[holds] a holds" in out and "[NOT DECIDED: not converged: m] b would hold" in out
+
+
+def test_largest_gap_and_ratio_by_hand():
+    base = stats.Resampled(10.0, np.array([10.0, 12.0, 8.0]))
+    a = stats.Resampled(11.0, np.array([13.0, 12.0, 8.5]))
+    b = stats.Resampled(7.0, np.array([9.0, 15.0, 8.0]))
+    gap = stats.largest_gap(base, [a, b])
+    # |a - base| = 1, 3 | 1, 0, 0.5; |b - base| = 3 | 1, 3, 0: the larger per resample
+    assert gap.estimate == 3.0 and gap.values.tolist() == [3.0, 3.0, 0.5]
+    assert stats.claim("similar", stats.largest_gap(base, [base]), "<", 1.0).verdict == "holds"
+    assert stats.claim("similar", gap, "<", 1.0).verdict == "not decided"        # resamples 3, 3, 0.5 straddle 1
+    r = stats.ratio(a, base, 100)
+    assert r.estimate == pytest.approx(110.0) and r.values.tolist() == pytest.approx([130.0, 100.0, 106.25])

@@ -81,14 +81,23 @@ class Run:
         entry[last] = value
         return value
 
-    def claim(self, statement: str, value, direction: str = ">", threshold: float = 0.0, cites: str = ""):
+    def claim(self, statement: str, value, direction: str = ">", threshold: float = 0.0, cites: str = "",
+              undecided_because: str | None = None):
         """Test a paper's statement on this run (:func:`nbsupport.stats.claim`: the value's interval
         against ``threshold`` in the paper's ``direction``), print its verdict (holds / not decided /
-        contradicted) and record it under ``claims``."""
+        contradicted) and record it under ``claims``. ``undecided_because``: a reason the run cannot
+        decide the statement whatever the interval says (its models did not converge, say): the
+        verdict is then "not decided", recorded with the reason and the interval's own verdict."""
         from ..stats import claim
         c = claim(statement, value, direction, threshold, cites)
-        self.results.setdefault("claims", {})[statement] = c.to_dict()
-        print(c)
+        entry = c.to_dict()
+        if undecided_because:
+            entry.update(verdict="not decided", interval_verdict=c.verdict, undecided_because=undecided_because)
+            print(f"[NOT DECIDED: {undecided_because}] {statement} ({cites}): {c.estimate:.2f} [{c.ci_low:.2f}, "
+                  f"{c.ci_high:.2f}] {c.direction} {c.threshold:g} (the interval alone: {c.verdict})")
+        else:
+            print(c)
+        self.results.setdefault("claims", {})[statement] = entry
         return c
 
     def sanity(self, statement: str, ok: bool) -> bool:

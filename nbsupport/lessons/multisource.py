@@ -80,16 +80,22 @@ class MultiSourceData:
         return Encoded.multi_source(only_target, langs, [self.vocabs[l] for l in langs], self.tgt_vocab)
 
 
-def toy_data(cfg: Profile | str, seed: int = 0) -> MultiSourceData:
-    """The trilingual toy: two source languages with complementary merged nouns."""
+def toy_data(cfg: Profile | str, seed: int = 0, n_train: int | None = None, n_test: int | None = None,
+             ambiguity: str = "none", training: dict | None = None, model: dict | None = None) -> MultiSourceData:
+    """The trilingual toy: two source languages with complementary merged nouns. By default the
+    profile's sizes and no ambiguity; ``n_train``, ``n_test`` (also the dev size), ``ambiguity`` and
+    ``training`` / ``model`` (settings that replace the profile's) make a variant, cached apart."""
     cfg = profile(cfg)              # a profile name is accepted too
     ms = cfg.multi_source
-    tc = ToyConfig(n_styles=1, n_train=ms["toy_train"], n_dev=cfg.toy_test, n_test=cfg.toy_test, seed=seed)
+    n_test = cfg.toy_test if n_test is None else n_test
+    tc = ToyConfig(n_styles=1, n_train=ms["toy_train"] if n_train is None else n_train, n_dev=n_test, n_test=n_test,
+                   ambiguity=ambiguity, seed=seed)
     corpus = toy_trilingual(tc)
     vocabs = {lang: WordVocab.build(corpus.train.sources[lang]) for lang in corpus.train.sources}
     tgt = WordVocab.build(r for rs in corpus.train.refs for r in rs)
     key = {"dataset": corpus.name, "config": asdict(tc)}
-    return MultiSourceData("toy", corpus, vocabs, tgt, 0, key, ms["toy_model"], ms["toy_training"])
+    return MultiSourceData("toy", corpus, vocabs, tgt, 0, key, {**ms["toy_model"], **(model or {})},
+                           {**ms["toy_training"], **(training or {})})
 
 
 def bible_data(cfg: Profile | str) -> MultiSourceData:
@@ -137,13 +143,43 @@ def train_in_parallel(data: MultiSourceData, systems, device, seed: int = 0) -> 
     :func:`nbsupport.harness.workers.cpu_workers`); each is cached, so :func:`train_system` then loads it.
     On a GPU, or with one worker, nothing happens here (train_system trains them one by one).
     Returns the systems trained."""
-    todo = [s for s in dict.fromkeys(systems) if not is_cached(data, s, seed)]
-    # the costliest first (input feeding runs the decoder step by step; two sources cost more)
-    todo.sort(key=lambda s: (SYSTEMS[s][2] != "none", len(SYSTEMS[s][0])), reverse=True)
-    if not train_in_worker_processes(_train_in_worker, [(data, s, seed) for s in todo], device,
-                                     f"systems ({', '.join(todo)})"):
+    return [s for _, s in train_pairs_in_parallel([(data, s) for s in systems], device, seed)]
+
+
+def train_pairs_in_parallel(pairs, device, seed: int = 0) -> list[tuple[MultiSourceData, str]]:
+    """:func:`train_in_parallel` for (data, system) pairs of several data sets (a variant of the
+    toy beside the default one): the uncached ones, several at once on a CPU. Returns those trained."""
+    todo, seen = [], set()
+    for data, s in pairs:
+        path = model_key_and_path(*_configs(data, s, seed))[1]
+        if path not in seen and not path.exists():
+            seen.add(path)
+            todo.append((data, s))
+    # the costliest first (input feeding runs the decoder step by step; two sources cost more; more data)
+    todo.sort(key=lambda p: (SYSTEMS[p[1]][2] != "none", len(SYSTEMS[p[1]][0]),
+                             len(p[0].corpus.train) * p[0].training.get("epochs", 1)), reverse=True)
+    several = len({id(d) for d, _ in todo}) > 1
+    names = ", ".join(f"{s} [{len(d.corpus.train)} triples]" if several else s for d, s in todo)
+    if not todo or not train_in_worker_processes(_train_in_worker, [(d, s, seed) for d, s in todo], device,
+                                                 f"systems ({names})"):
         return []
     return todo
+
+
+def resampled_scores(data: MultiSourceData, hyps: list[str], boot, refs=None, split: str = "test") -> dict:
+    """Corpus BLEU of one hypothesis per sentence (against ``refs``, default: the training target's
+    reference, as :func:`evaluate_system`'s ``bleu``) and the merged / other noun accuracies, each
+    a :class:`nbsupport.stats.Resampled` on the resamples ``boot`` of the sentences."""
+    import numpy as np
+    from ..metrics import corpus_bleu as bleu
+    from ..stats import Resampled, corpus_stats
+    s = data.corpus.split(split)
+    refs = [[rs[data.target_index]] for rs in s.refs] if refs is None else refs
+    out = {"bleu": Resampled(bleu(hyps, refs), boot.bleu(corpus_stats(hyps, refs)))}
+    for k, h in merged_noun_hits(data.corpus, hyps, split).items():
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[k] = Resampled(float(h[:, 0].sum() / h[:, 1].sum()), boot.mean(h[:, 0]) / boot.mean(h[:, 1]))
+    return out
 
 
 def _batches(data: MultiSourceData, langs, split: str, batch_size: int, device):
@@ -266,6 +302,61 @@ def translation_html(model: MultiSourceLSTM, data: MultiSourceData, system: str,
     maps = attention_maps_of(model, data, system, sources, beam)
     return (f"<b>{escape(system)}</b> reads {escape(' + '.join(langs))}, {how}: <b>{escape(maps['text'])}</b>"
             f"<div>{attention_html(maps)}</div>")
+
+
+def floor_nll(corpus: Corpus, langs, meaning, reference: str) -> float:
+    """The least NLL (nats) any model reading ``langs`` can give ``reference`` of ``meaning`` on
+    the trilingual toy: log of the number of (subject, object) noun pairs the source words allow
+    (the generator draws two different nouns uniformly), plus the ambiguity's optional phrases
+    (each present with probability 1/2, then one of k words), read off the reference."""
+    from ..data.synthetic import CHOICES, NOUNS, OPTIONAL
+    words = corpus.info["noun_words"]
+
+    def senses(noun: int) -> set[int]:
+        return {n for n in range(len(NOUNS)) if all(words[l][n] == words[l][noun] for l in langs)}
+    subjects, objects = senses(meaning.subj), senses(meaning.obj)
+    pairs = sum(1 for a in subjects for b in objects if a != b)
+    k_opt, k_word = CHOICES[corpus.info["config"]["ambiguity"]]
+    if k_word > 1:
+        raise ValueError("floor_nll covers ambiguity 'none' and 'low' (one surface form per content word)")
+    nll = math.log(pairs)
+    if k_opt:
+        tokens = set(reference.replace(".", " ").replace(",", " ").replace("!", " ").replace(";", " ").split())
+        for _, _, choices in OPTIONAL:
+            present = any(c in tokens for c in choices[:k_opt])
+            nll += math.log(2) + (math.log(k_opt) if present else 0.0)
+    return nll
+
+
+def perplexity_floor(data: MultiSourceData, system: str, split: str = "test") -> float:
+    """The lowest test perplexity the toy's generator allows a system reading ``system``'s sources
+    (:func:`floor_nll` per reference, over the reference tokens and end markers the perplexity
+    of :func:`evaluate_system` counts)."""
+    if data.dataset != "toy":
+        raise ValueError("the perplexity floor is known for the toy data only")
+    s, langs = data.corpus.split(split), data.langs(system)
+    refs = [rs[data.target_index] for rs in s.refs]
+    nll = sum(floor_nll(data.corpus, langs, m, r) for m, r in zip(s.meanings, refs))
+    return math.exp(nll / sum(len(data.tgt_vocab.encode(r)) for r in refs))
+
+
+def merged_noun_hits(corpus: Corpus, hyps: list[str], split: str = "test") -> dict:
+    """Per sentence, for "merged nouns" and "other nouns" (:func:`merged_noun_accuracy`): an
+    (n, 2) array of the nouns translated right and the nouns there were (0, 1 or 2 each), so
+    that a bootstrap can resample the sentences (accuracy = resampled right / resampled total)."""
+    import numpy as np
+    from ..data.synthetic import NOUNS
+    merged = {NOUNS.index(n) for m in corpus.info["merged_nouns"].values() for senses in m.values() for n in senses}
+    meanings = corpus.split(split).meanings
+    if len(hyps) != len(meanings):
+        raise ValueError(f"{len(hyps)} hypotheses for {len(meanings)} {split} sentences")
+    out = {"merged nouns": np.zeros((len(hyps), 2)), "other nouns": np.zeros((len(hyps), 2))}
+    for i, (meaning, hyp) in enumerate(zip(meanings, hyps)):
+        found = [w for w in hyp.replace(".", " ").split() if w in NOUNS]
+        for slot, noun in enumerate((meaning.subj, meaning.obj)):
+            row = out["merged nouns" if noun in merged else "other nouns"][i]
+            row += (len(found) > slot and found[slot] == NOUNS[noun], 1)
+    return out
 
 
 def merged_noun_accuracy(corpus: Corpus, hyps: list[str], split: str = "test") -> dict[str, float]:

@@ -7,8 +7,10 @@ from typing import Sequence
 
 from ..metrics import _check
 
+DAMAGE = 0.5      # scenario A: the share of a reference's words replaced
 SCENARIOS = {
-    "A": "spread out: K unrelated sentences (other verses)",
+    "A": "spread around the references: K damaged copies of K different references (each word "
+         f"replaced, with probability {DAMAGE:g}, by a word of another verse)",
     "B": "clustered near one reference: K near-copies of reference 0, each missing one word",
     "C": "one poor hypothesis: K-1 references plus one unrelated sentence",
     "D": "match the references: the K references themselves, shuffled",
@@ -23,11 +25,23 @@ def _drop_word(text: str, position: int) -> str:
     return " ".join(words)
 
 
-def scenario_sets(refs: Sequence[Sequence[str]], seed: int = 0) -> dict[str, list[list[str]]]:
+def damaged_copy(text: str, pool: Sequence[str], share: float, rng: random.Random) -> str:
+    """``text`` with each word replaced, with probability ``share``, by a word drawn from ``pool``
+    (words of unrelated sentences): a hypothesis near its reference, but not on it."""
+    if not 0 <= share <= 1:
+        raise ValueError(f"share must be in [0, 1], got {share}")
+    if share and not pool:
+        raise ValueError("a damaged copy needs a non-empty pool of replacement words")
+    return " ".join(rng.choice(pool) if rng.random() < share else w for w in text.split())
+
+
+def scenario_sets(refs: Sequence[Sequence[str]], seed: int = 0, damage: float = DAMAGE) -> dict[str, list[list[str]]]:
     """Hypothesis sets (one list of K = M strings per source) for scenarios A-D.
 
     ``refs`` are the M references of each source; unrelated sentences are references of
-    other sources of the same list, so their language and style are realistic.
+    other sources of the same list, so their language and style are realistic. Scenario A
+    (Fig. 1: hypotheses spread around the references) damages a *different* reference for each
+    of its K hypotheses, in a random order, replacing a share ``damage`` of the words.
     """
     m = _check(refs, "refs")
     rng = random.Random(seed)
@@ -41,7 +55,10 @@ def scenario_sets(refs: Sequence[Sequence[str]], seed: int = 0) -> dict[str, lis
 
     sets = {"A": [], "B": [], "C": [], "D": []}
     for i, rs in enumerate(refs):
-        sets["A"].append(unrelated(i, m))
+        pool = [w for s in unrelated(i, m) for w in s.split()]
+        order = list(range(m))
+        rng.shuffle(order)
+        sets["A"].append([damaged_copy(rs[k], pool, damage, rng) for k in order])
         sets["B"].append([_drop_word(rs[0], rng.randrange(10_000)) for _ in range(m)])
         sets["C"].append(list(rs[:m - 1]) + unrelated(i, 1))
         shuffled = list(rs)
