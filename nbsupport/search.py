@@ -10,9 +10,14 @@ Children are visited best-first, so good hypotheses are found early and prune th
 a lower bound (a beam search result) can prune from the start. The number of expansions
 (model calls) can be capped, as the paper caps explored states (appendix A); the best
 hypothesis found so far is then returned with ``proven=False``.
+
+:func:`best_first_search` finds the same optimum with the same proof, expanding the best open
+prefixes a batch at a time, so that a model scores many prefixes in one call (:class:`BatchScorer`).
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -20,7 +25,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from .data.vocab import BOS, EOS
+from .data.vocab import BOS, EOS, PAD
 
 
 @dataclass
@@ -66,6 +71,70 @@ def exact_search(score_fn: Callable[[list[int]], Sequence[float]], *, bos: int =
                 children.append((prefix + [w], child))
         stack.extend(reversed(children))       # best child on top: explored first
     return SearchResult(best_tokens, best, True, expansions)
+
+
+def best_first_search(score_batch: Callable[[list[list[int]]], Sequence[Sequence[float]]], *, bos: int = BOS,
+                      eos: int = EOS, max_len: int, lower_bound: float | tuple[list[int], float] | None = None,
+                      max_expansions: int | None = None, batch_size: int = 64) -> SearchResult:
+    """:func:`exact_search`'s optimum (same space, same bound, same ``proven`` meaning), found by
+    expanding the highest-scoring open prefixes ``batch_size`` at a time: ``score_batch(prefixes)``
+    returns one row of next-token log scores (<= 0) per prefix, so a model scores a whole batch in one
+    call (:class:`BatchScorer`). Every prefix scoring above the optimum must be expanded by any search
+    that proves it; best-first order expands few others. ``expansions`` counts prefixes scored, as
+    :func:`exact_search` counts calls, and ``max_expansions`` caps them."""
+    best_tokens, best = None, -math.inf
+    if lower_bound is not None:
+        best_tokens, best = (None, float(lower_bound)) if isinstance(lower_bound, (int, float)) else \
+            (list(lower_bound[0]), float(lower_bound[1]))
+    tie = itertools.count()                       # heap order among equal scores: first pushed first
+    heap: list[tuple[float, int, list[int]]] = [(-0.0, next(tie), [bos])]
+    expansions = 0
+    while heap and -heap[0][0] > best:
+        if max_expansions is not None and expansions >= max_expansions:
+            return SearchResult(best_tokens, best, False, expansions)
+        room = batch_size if max_expansions is None else min(batch_size, max_expansions - expansions)
+        batch = []
+        while heap and len(batch) < room and -heap[0][0] > best:
+            neg, _, prefix = heapq.heappop(heap)
+            batch.append((prefix, -neg))
+        rows = torch.as_tensor(score_batch([p for p, _ in batch]), dtype=torch.float64)
+        expansions += len(batch)
+        totals = rows + torch.tensor([s for _, s in batch], dtype=torch.float64)[:, None]
+        for (prefix, _), row in zip(batch, totals):             # complete hypotheses first: a higher bound
+            if float(row[eos]) > best:
+                best, best_tokens = float(row[eos]), prefix[1:] + [eos]
+        for (prefix, _), row in zip(batch, totals):
+            if len(prefix) >= max_len:                           # room left for at least EOS
+                continue
+            for w in torch.nonzero(row > best).flatten().tolist():
+                if w != eos:
+                    heapq.heappush(heap, (-float(row[w]), next(tie), prefix + [w]))
+    return SearchResult(best_tokens, best, True, expansions)
+
+
+class BatchScorer:
+    """``score_batch`` for one source sentence: the model's next-token log scores after each of a
+    list of prefixes (each starting with BOS), in one decoder pass over the right-padded prefixes
+    (the causal mask keeps a prefix's scores independent of the padding after it)."""
+
+    def __init__(self, model, src: torch.Tensor, z: torch.Tensor | None = None):
+        self.model = model.eval()
+        with torch.no_grad():
+            self.memory, self.mask = model.encode(src)
+        self.z, self.calls = z, 0
+
+    @torch.no_grad()
+    def __call__(self, prefixes: list[list[int]]) -> torch.Tensor:
+        self.calls += 1
+        n, longest = len(prefixes), max(len(p) for p in prefixes)
+        inp = torch.full((n, longest), PAD, dtype=torch.long)
+        for i, p in enumerate(prefixes):
+            inp[i, :len(p)] = torch.tensor(p)
+        inp = inp.to(self.memory.device)
+        z = None if self.z is None else self.z.expand(n, *self.z.shape[1:])
+        logits = self.model.decode(inp, self.memory.expand(n, -1, -1), self.mask.expand(n, -1, -1, -1), z)
+        last = logits[torch.arange(n, device=inp.device), torch.tensor([len(p) - 1 for p in prefixes], device=inp.device)]
+        return self.model.log_scores(last).cpu()
 
 
 class ModelScorer:

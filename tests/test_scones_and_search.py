@@ -8,7 +8,7 @@ import torch
 
 from nbsupport.decode import TableStepper, beam_search
 from nbsupport.losses import cross_entropy_loss, scones_loss
-from nbsupport.search import exact_search, sequence_score
+from nbsupport.search import best_first_search, exact_search, sequence_score
 
 PAD = 0
 
@@ -178,6 +178,69 @@ def test_model_scorer_reuses_cache_exactly_and_search_is_exact_on_a_model():
     assert res.proven and res.score == pytest.approx(best[0], abs=1e-5) and res.tokens == best[1]
 
 
+def _batched(fn):
+    return lambda prefixes: [fn(p) for p in prefixes]
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("batch_size", [1, 3, 64])
+def test_best_first_search_equals_brute_force(seed, ties, batch_size):
+    fn = random_table(seed, ties)
+    seq, score = brute_force(fn, 6)
+    res = best_first_search(_batched(fn), bos=BOS_ID, eos=EOS_ID, max_len=6, batch_size=batch_size)
+    assert res.proven and res.score == pytest.approx(score, abs=1e-9)
+    assert sequence_score(fn, res.tokens, bos=BOS_ID) == pytest.approx(score, abs=1e-9)
+    (beam,), = beam_search(TableStepper(fn), 1, beam=2, max_len=6)
+    seeded = best_first_search(_batched(fn), bos=BOS_ID, eos=EOS_ID, max_len=6, lower_bound=(beam.tokens, beam.score),
+                               batch_size=batch_size)
+    assert seeded.proven and seeded.score == pytest.approx(score, abs=1e-9)
+
+
+def flat_table(word_cost, eos_cost):
+    """Every word costs the same and EOS costs more: many hypotheses score near the best, as
+    under SCONES with a small alpha at high ambiguity; the best is the shortest, [w, EOS]."""
+    def fn(prefix):
+        return [-30.0, -30.0, -eos_cost if len(prefix) > 1 else -30.0, -word_cost, -word_cost]
+    return fn
+
+
+def test_best_first_proven_flag_against_brute_force_under_a_budget():
+    """Proven only when the search finished: on a table where the proof needs every prefix above
+    the optimum, a budget below that count leaves it unproven (with the best found so far, never
+    above the true optimum), and the exact count of prefixes proves it."""
+    fn = flat_table(0.1, 0.25)
+    seq, score = brute_force(fn, 6)
+    full = best_first_search(_batched(fn), bos=BOS_ID, eos=EOS_ID, max_len=6, batch_size=1)
+    assert full.proven and full.score == pytest.approx(score) and full.tokens == seq
+    # prefixes scoring above the optimum (-0.35): the root and the word prefixes of depths 1-3 (-0.1, -0.2, -0.3)
+    above = 1 + sum(2 ** d for d in range(1, 7) if -0.1 * d > score + 1e-12)
+    assert full.expansions == above
+    for budget in range(1, above):
+        cut = best_first_search(_batched(fn), bos=BOS_ID, eos=EOS_ID, max_len=6, batch_size=1, max_expansions=budget)
+        assert not cut.proven and cut.expansions == budget and cut.score <= score + 1e-12
+    assert best_first_search(_batched(fn), bos=BOS_ID, eos=EOS_ID, max_len=6, batch_size=4, max_expansions=above).proven
+
+
+def test_batch_scorer_equals_the_cached_scorer_on_a_model_and_searches_exactly():
+    from nbsupport.models import Transformer, TransformerConfig
+    from nbsupport.search import BatchScorer, ModelScorer
+    torch.manual_seed(0)
+    for output in ("scones", "softmax"):
+        model = Transformer(TransformerConfig(src_vocab=9, tgt_vocab=7, d_model=16, n_heads=2, d_ff=32,
+                                              enc_layers=1, dec_layers=1, output=output)).eval()
+        src = torch.tensor([[4, 5, 6, 2]])
+        batched, single = BatchScorer(model, src), ModelScorer(model, src, cache_size=0)
+        prefixes = [[1], [1, 4], [1, 4, 5], [1, 6], [1, 4, 5, 3]]     # different lengths in one padded batch
+        for p, row in zip(prefixes, batched(prefixes)):
+            assert torch.allclose(row, single(p), atol=1e-5)
+        words = [3, 4, 5, 6]
+        best = max((sequence_score(single, list(body) + [2]), list(body) + [2])
+                   for n in range(0, 3) for body in itertools.product(words, repeat=n))
+        res = best_first_search(BatchScorer(model, src), max_len=3, batch_size=8)
+        assert res.proven and res.score == pytest.approx(best[0], abs=1e-5) and res.tokens == best[1]
+
+
 # ------------------------------------------------------------------------ the notebooks' sweeps (06, 07)
 def _tiny_setup(seed=0):
     from nbsupport.data.vocab import WordVocab
@@ -229,6 +292,47 @@ def test_exact_sweep_scores_the_empty_translation_of_the_same_sentences():
     assert ex["empty_scores"] == pytest.approx(batched, abs=1e-5)
     # the empty translation is in the search space: the best (after >= 1 expansion) is no worse
     assert all(b >= e - 1e-6 for b, e in zip(ex["scores"], ex["empty_scores"]))
+
+
+def test_batched_exact_sweep_finds_the_dfs_optimum_and_flags_search_errors():
+    """exact_sweep with batch_size (best first) returns the depth-first search's scores and proofs;
+    per-sentence search-error flags average to search_errors."""
+    from nbsupport.lessons import beam_curse
+    model, src_v, tgt_v, srcs, refs = _tiny_setup(13)
+    sweep = beam_curse.beam_sweep(model, src_v, tgt_v, srcs, refs, [1, 4])
+    cands = beam_curse.candidates(sweep, len(srcs))
+    dfs = beam_curse.exact_sweep(model, src_v, tgt_v, srcs, refs, 5000, candidates=cands)
+    bfs = beam_curse.exact_sweep(model, src_v, tgt_v, srcs, refs, 5000, candidates=cands, batch_size=16)
+    assert dfs["proven"] == bfs["proven"] == [True] * len(srcs)
+    assert bfs["scores"] == pytest.approx(dfs["scores"], abs=1e-4)
+    for b in (1, 4):
+        flags = beam_curse.search_error_flags(model, src_v, srcs, sweep[b]["tokens"], bfs["scores"])
+        assert sum(flags) / len(flags) == beam_curse.search_errors(model, src_v, srcs, sweep[b]["tokens"], bfs["scores"])
+
+
+def test_resampled_quality_estimates_are_the_metrics_and_subsets_are_their_own_corpus():
+    import numpy as np
+    from nbsupport import metrics, stats
+    from nbsupport.lessons import beam_curse
+    hyps = ["the cat sat .", "", "a dog ran home", "the bird sang loudly today", "the cat"]
+    refs = [["the cat sat .", "a cat sat ."], ["the dog ran .", "a dog ran ."], ["a dog ran home", "the dog ran home"],
+            ["the bird sang", "a bird sang today"], ["the cat sat", "a cat sat ."]]
+    per = beam_curse.quality_stats(hyps, refs)
+    r = beam_curse.resampled_quality(per, stats.Resamples(len(hyps), seed=0))
+    by_hand = metrics.bleu_and_length(hyps, refs)
+    assert r["multi_ref_bleu"].estimate == pytest.approx(by_hand["bleu"], abs=1e-6)
+    assert r["bleu"].estimate == pytest.approx(metrics.bleu_and_length(hyps, [[x[0]] for x in refs])["bleu"], abs=1e-6)
+    assert r["len_ratio"].estimate == pytest.approx(by_hand["len_ratio"], abs=1e-9)
+    assert r["empty_rate"].estimate == pytest.approx(0.2) and len(r["empty_rate"].values) == stats.RESAMPLES
+    assert np.all((r["empty_rate"].values >= 0) & (r["empty_rate"].values <= 1))
+    sub = [0, 2, 3]
+    on_sub = beam_curse.resampled_quality(per, stats.Resamples(3, seed=0), sub)
+    direct = metrics.bleu_and_length([hyps[i] for i in sub], [refs[i] for i in sub])
+    assert on_sub["multi_ref_bleu"].estimate == pytest.approx(direct["bleu"], abs=1e-6)
+    assert on_sub["len_ratio"].estimate == pytest.approx(direct["len_ratio"], abs=1e-9)
+    assert on_sub["empty_rate"].estimate == 0.0
+    with pytest.raises(ValueError, match="resamples"):
+        beam_curse.resampled_quality(per, stats.Resamples(4, seed=0), sub)
 
 
 @pytest.mark.parametrize("profile_name, bible", [("full", True), ("lab", False)])

@@ -13,14 +13,17 @@ import statistics
 import time
 from typing import Sequence
 
+import numpy as np
 import torch
 
+from .. import stats
 from ..data.batching import pad_batch
 from ..data.vocab import BOS, EOS
 from ..decode import MAX_LEN_A, MAX_LEN_B, generate, max_lengths
+from ..metrics import _tokens as metric_tokens
 from ..metrics import bleu_and_length
 from ..pipeline import train_many_in_parallel, train_model
-from ..search import ModelScorer, exact_search, sequence_score
+from ..search import BatchScorer, ModelScorer, best_first_search, exact_search, sequence_score
 
 PAPER_LABEL_SMOOTHING = 0.0   # section 3 and appendix C: softmax and SCONES trained without it
 
@@ -92,13 +95,16 @@ def candidates(sweep: dict[int, dict], n: int) -> list[list[list[int]]]:
 
 def exact_sweep(model, src_vocab, tgt_vocab, sources: Sequence[str], refs, max_expansions: int,
                 candidates: Sequence[Sequence[list[int]]] | None = None, max_len_a: float = MAX_LEN_A,
-                max_len_b: int = MAX_LEN_B) -> dict:
+                max_len_b: int = MAX_LEN_B, batch_size: int | None = None) -> dict:
     """Exact search for every source within ``max_expansions`` model calls. ``candidates``
     (per source, token-id hypotheses: e.g. :func:`candidates` of a beam sweep over every beam
     size, greedy included as beam 1) seed it: the best-scoring one is the lower bound, so the
     result scores at least as high as every candidate even where the budget runs out (then the
     best hypothesis found so far is used, as in the paper's appendix A). Also returns the log
-    score of the empty translation of the *same* sources (Fig. 6 compares the two)."""
+    score of the empty translation of the *same* sources (Fig. 6 compares the two). With
+    ``batch_size``, :func:`~nbsupport.search.best_first_search` expands that many prefixes per
+    model call (the same optimum and proof, far fewer calls on a CPU); ``expansions`` counts
+    prefixes either way. ``proven`` says per sentence whether the result is proven optimal."""
     device = next(model.parameters()).device
     results, seconds, seeds, empties = [], [], [], []
     for i, s in enumerate(sources):
@@ -113,11 +119,16 @@ def exact_sweep(model, src_vocab, tgt_vocab, sources: Sequence[str], refs, max_e
             bound = (toks, score)
         seeds.append(bound[1] if bound else None)
         t0 = time.perf_counter()
-        res = exact_search(scorer, max_len=max_len, lower_bound=bound, max_expansions=max_expansions)
+        if batch_size is None:
+            res = exact_search(scorer, max_len=max_len, lower_bound=bound, max_expansions=max_expansions)
+        else:
+            res = best_first_search(BatchScorer(model, src), max_len=max_len, lower_bound=bound,
+                                    max_expansions=max_expansions, batch_size=batch_size)
         seconds.append(time.perf_counter() - t0)
         results.append(res)
     hyps = [tgt_vocab.decode(r.tokens or []) for r in results]
     return {**_quality(hyps, refs), "proven_fraction": sum(r.proven for r in results) / len(results),
+            "proven": [r.proven for r in results],
             "seconds_per_sentence": statistics.mean(seconds), "expansions": [r.expansions for r in results],
             "scores": [r.score for r in results], "seed_scores": seeds, "empty_scores": empties,
             "hyps": hyps, "tokens": [r.tokens for r in results]}
@@ -137,6 +148,49 @@ def search_errors(model, src_vocab, sources: Sequence[str], beam_tokens: Sequenc
                              "seed exact search with every beam's output (exact_sweep(candidates=...))")
         errors += score < best - tol
     return errors / len(sources)
+
+
+def search_error_flags(model, src_vocab, sources: Sequence[str], beam_tokens: Sequence[list[int]],
+                       best_scores: Sequence[float], tol: float = 1e-4) -> list[bool]:
+    """Per sentence, whether the beam output scores below the best exact-search score (a search
+    error; :func:`search_errors` is their share). A beam output scoring above the "best" is an error
+    of the caller: exact search was not seeded with it."""
+    device = next(model.parameters()).device
+    flags = []
+    for i, (s, toks, best) in enumerate(zip(sources, beam_tokens, best_scores)):
+        score = sequence_score(ModelScorer(model, torch.tensor([src_vocab.encode(s)], device=device)), toks)
+        if score > best + tol:
+            raise ValueError(f"sentence {i}: the beam output scores {score:.4f}, above the best score {best:.4f}; "
+                             "seed exact search with every beam's output (exact_sweep(candidates=...))")
+        flags.append(score < best - tol)
+    return flags
+
+
+def quality_stats(hyps: Sequence[str], refs) -> dict[str, np.ndarray]:
+    """Per-source statistics of one hypothesis per source, for bootstrap intervals
+    (:func:`resampled_quality`): BLEU statistics against all references (``multi_ref_bleu``) and
+    against the first (``bleu``, the paper's single-reference setting), the hypothesis length and
+    the mean reference length (13a tokens, as ``metrics.bleu_and_length``), empty (0/1)."""
+    return {"multi_ref_bleu": stats.corpus_stats(hyps, refs), "bleu": stats.corpus_stats(hyps, [[r[0]] for r in refs]),
+            "hyp_len": np.array([len(metric_tokens(h).split()) for h in hyps], dtype=float),
+            "ref_len": np.array([sum(len(metric_tokens(r).split()) for r in rs) / len(rs) for rs in refs], dtype=float),
+            "empty": np.array([not h.strip() for h in hyps], dtype=float)}
+
+
+def resampled_quality(per_source: dict[str, np.ndarray], boot, subset: Sequence[int] | None = None) -> dict:
+    """{metric: :class:`~nbsupport.stats.Resampled`} of :func:`quality_stats` (on the sources
+    ``subset``, default all; ``boot`` resamples that many): corpus BLEU (multi- and first-reference),
+    the length ratio (total hypothesis length / total mean reference length) and the share of empty
+    outputs, on those sources and in every resample."""
+    pick = (lambda a: a) if subset is None else (lambda a: a[list(subset)])
+    d = {k: pick(v) for k, v in per_source.items()}
+    if len(d["hyp_len"]) != boot.n:
+        raise ValueError(f"{len(d['hyp_len'])} sources, but the resamples are of {boot.n}")
+    out = {m: stats.Resampled(float(stats.bleu_of(d[m].sum(0))[0]), boot.bleu(d[m])) for m in ("multi_ref_bleu", "bleu")}
+    out["len_ratio"] = stats.Resampled(float(d["hyp_len"].sum() / max(d["ref_len"].sum(), 1)),
+                                       boot.mean(d["hyp_len"]) / np.maximum(boot.mean(d["ref_len"]), 1e-9))
+    out["empty_rate"] = stats.Resampled(float(d["empty"].mean()), boot.mean(d["empty"]))
+    return out
 
 
 def sentences_per_second(model, src_vocab, sources: Sequence[str], method: str, batch_size: int,
