@@ -111,3 +111,44 @@ def synthetic_task(cfg: Profile | str, base, gamma: float, seed: int = 0) -> Tas
     sizes, training = (cfg.bible_model, cfg.bible_training) if lower else (cfg.toy_model, cfg.toy_training)
     return Task(syn.name, syn, src_vocab, tgt_vocab, Encoded.from_split(syn.train, src_vocab, tgt_vocab),
                 Encoded.from_split(syn.dev, src_vocab, tgt_vocab), task_key, sizes, training, "src")
+
+
+def short_sources(sources, max_words: int, n: int) -> list[int]:
+    """Indices of the first ``n`` of ``sources`` with at most ``max_words`` words: short sources
+    keep exact search's space small enough to prove its answer (the paper's appendix A budget
+    is 1M states on a GPU)."""
+    picked = [i for i, s in enumerate(sources) if len(TOKENIZE(s)) <= max_words][:n]
+    if not picked:
+        raise ValueError(f"no source has at most {max_words} words")
+    return picked
+
+
+def proven_everywhere(proven: list[list[bool]]) -> list[int]:
+    """The sentence indices proven optimal in every one of several exact-search runs over the same
+    sentences (per run, one flag per sentence): the sentences every exact-search comparison uses."""
+    if len({len(p) for p in proven}) != 1:
+        raise ValueError("every run must cover the same sentences")
+    return [i for i in range(len(proven[0])) if all(p[i] for p in proven)]
+
+
+def nmt_jobs(alphas: dict, seed: int, training: dict, model: dict | None = None) -> dict[str, dict]:
+    """:func:`~nbsupport.lessons.beam_curse.softmax_and_scones_jobs` (no label smoothing, as the
+    paper) with ``training`` (e.g. epochs, warm-up, the convergence criterion) and ``model`` (sizes)
+    on top."""
+    from .beam_curse import softmax_and_scones_jobs
+    jobs = softmax_and_scones_jobs(alphas, seed)
+    for job in jobs.values():
+        job["training_overrides"].update(training)
+        job["model_overrides"] = {**(model or {}), **job["model_overrides"]}
+    return jobs
+
+
+def convergence(history, converged_below: float, patience: int = 1) -> dict:
+    """A training run's validation loss per epoch, its best epoch, and whether it converged on the
+    dev set: each of its last ``patience`` epochs lowered the validation loss by less than
+    ``converged_below`` of the epoch before (the rule ``TrainConfig.converged_below`` stops at,
+    :func:`nbsupport.train.converged`; a run that reached its epoch cap still improving did not)."""
+    from ..train import converged
+    valid = [e["valid_nll"] for e in history.epochs]
+    return {"valid_nll": valid, "best_epoch": history.best_epoch, "epochs": len(valid),
+            "converged": converged(history, converged_below, patience)}
