@@ -386,3 +386,131 @@ def test_prefetched_variants_are_the_models_train_variant_loads(monkeypatch, cap
     caplog.clear()
     mr.train_variant(t, variants[0], "cpu")
     assert "loaded cached model" in caplog.text
+
+
+def test_a_model_whose_e_step_uses_one_latent_is_d1_not_ok():
+    from nbsupport.lessons.analysis import one_latent_used
+    # 04's online.shared.hMlp: the shared decoder decodes every latent well (per-latent BLEU close,
+    # pairwise BLEU low), but the last epoch sent all 4000 sentences to latent 1
+    assert degeneracy([30.0, 28.0, 27.0], 40.0) == "ok"                        # no usage: as before
+    assert degeneracy([30.0, 28.0, 27.0], 40.0, usage=[0, 4000, 0]) == "D1"
+    assert degeneracy([30.0, 28.0, 27.0], 40.0, usage=[3990, 5, 5]) == "D1"    # 5 of 4000 is under 1%
+    assert degeneracy([30.0, 28.0, 27.0], 40.0, usage=[2000, 1950, 50]) == "ok"  # two latents take sentences
+    assert degeneracy([30.0, 28.0, 27.0], 95.0, usage=[1400, 1300, 1300]) == "D2"
+    assert not one_latent_used(None) and not one_latent_used([0, 0, 0])
+
+
+def test_flip_details_by_hand():
+    from nbsupport.lessons.analysis import flip_details
+    clean = torch.tensor([[1.0, 2.0], [5.0, 3.0], [1.0, 1.5]])
+    # sentence 0: both NLLs rise by 4 (a shift every expert shares): no flip, relative noise 0;
+    # sentence 1: best (z=1) rises by 3, the other falls by 1: flip, relative noise 4 > gap 2;
+    # sentence 2: best rises by 0.2, the other by 0.4: no flip, relative noise 0.2 < gap 0.5
+    noisy = torch.tensor([[5.0, 6.0], [4.0, 6.0], [1.2, 1.9]])
+    d = flip_details(clean, noisy)
+    assert d["flipped"].tolist() == [0.0, 1.0, 0.0]
+    assert d["gap"].tolist() == pytest.approx([1.0, 2.0, 0.5])
+    assert d["relative_noise"].tolist() == pytest.approx([0.0, 4.0, 0.2])
+    assert d["noise"].tolist() == pytest.approx([4.0, 2.0, 0.3])
+
+
+def test_runner_up_ratio_and_second_usage_share():
+    import numpy as np
+    from nbsupport.lessons.mixture_runs import runner_up_ratio, second_usage_share
+    from nbsupport.stats import Resampled
+    per_latent = [Resampled(2.0, np.array([1.0, 3.0])), Resampled(40.0, np.array([40.0, 30.0])),
+                  Resampled(10.0, np.array([8.0, 0.0]))]
+    r = runner_up_ratio(per_latent)                       # best = latent 1, second = latent 2 (by estimate)
+    assert r.estimate == pytest.approx(0.25) and r.values.tolist() == pytest.approx([0.2, 0.0])
+    s = second_usage_share([3000, 0, 1000])
+    assert s.estimate == pytest.approx(0.25)
+    assert abs(s.values.mean() - 0.25) < 0.005 and 0.22 < s.interval().ci_low < 0.25 < s.interval().ci_high < 0.28
+    assert second_usage_share([0, 4000, 0]).interval().ci_high == 0.0
+    with pytest.raises(ValueError):
+        second_usage_share([10])
+
+
+def test_converged_compares_the_last_epochs_validation_nll():
+    from types import SimpleNamespace
+    from nbsupport.lessons.mixture_runs import converged, last_drop
+    hist = lambda *v: SimpleNamespace(epochs=[{"valid_nll": x} for x in v])
+    assert not converged(hist(4.0, 2.0, 1.0))            # still halving
+    assert converged(hist(4.0, 1.0, 0.99))               # 1% drop
+    assert converged(hist(1.0, 1.1))                     # rising: no more to gain
+    assert not converged(hist(1.0))                      # one epoch tells nothing
+    assert last_drop(hist(2.0, 1.5)) == pytest.approx(0.25)
+
+
+def test_training_line_and_over_seed_values():
+    import numpy as np
+    from types import SimpleNamespace
+    from nbsupport.lessons.mixture_runs import over_seed_values, training_line
+    from nbsupport.stats import Resampled
+    line = training_line("m", SimpleNamespace(epochs=[{"valid_nll": 2.0}, {"valid_nll": 1.0}]))
+    assert line == "m: validation NLL/token by epoch 2.000 1.000 (last epoch -50.0%: NOT converged)"
+    one = Resampled(1.0, np.array([0.5, 1.5]))
+    assert over_seed_values([one]) is one
+    two = over_seed_values([one, Resampled(3.0, np.array([2.0, 4.0]))])
+    sd = np.std([1.0, 3.0], ddof=1)                        # the sample sd, n - 1
+    assert two.estimate == 2.0 and two.ci_high - 2.0 > 1.96 * sd - 1e-9
+
+
+def test_training_stops_at_the_first_epoch_that_barely_lowers_the_validation_loss(monkeypatch):
+    from dataclasses import replace
+    g = torch.Generator().manual_seed(0)
+    src = [torch.randint(4, 12, (4,), generator=g).tolist() for _ in range(12)]
+    data = Encoded(src, [s[::-1] + [2] for s in src])
+    scripted = iter([4.0, 2.0, 1.5, 1.49, 1.0, 0.5])                     # epoch 4 lowers it by 0.7%
+    monkeypatch.setattr(train_mod, "evaluate_loss", lambda *a, **k: next(scripted))
+    tc = TrainConfig(epochs=6, max_tokens=30, lr=1e-3, warmup=5, converged_below=0.02)
+    hist = train(Transformer(cfg(1)), data, data, tc, "cpu", progress=False)
+    assert [e["valid_nll"] for e in hist.epochs] == [4.0, 2.0, 1.5, 1.49]
+    scripted = iter([4.0, 2.0, 1.5, 1.49, 1.0, 0.5])
+    monkeypatch.setattr(train_mod, "evaluate_loss", lambda *a, **k: next(scripted))
+    assert len(train(Transformer(cfg(1)), data, data, replace(tc, converged_below=None), "cpu", progress=False).epochs) == 6
+    with pytest.raises(ValueError, match="converged_below"):
+        TrainConfig(converged_below=1.5)
+
+
+def test_the_profiles_stop_training_where_the_notebooks_call_it_converged():
+    import nbsupport as nbs
+    from nbsupport.lessons.mixture_runs import CONVERGED_DROP
+    assert all(nbs.profile(n).mixture["training"]["converged_below"] == CONVERGED_DROP for n in ("ci", "lab", "full"))
+
+
+def test_resampled_per_latent_bleu_matches_the_table_and_resamples_the_sources():
+    import random
+    from types import SimpleNamespace
+    from nbsupport import metrics, stats
+    from nbsupport.lessons.mixture_runs import resampled
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    rng = random.Random(3)
+    refs = [[" ".join(rng.sample(words, 8)) for _ in range(3)] for _ in range(20)]
+    hyps = [[rs[0], rs[1], " ".join(rng.sample(words, 8))] for rs in refs]
+    t = SimpleNamespace(corpus=SimpleNamespace(test=SimpleNamespace(refs=refs)))
+    boot = stats.Resamples(len(hyps), resamples=200, seed=0)
+    r = resampled(hyps, t, boot, seed=4)
+    assert [x.estimate for x in r["per_latent_1ref"]] == pytest.approx(per_latent_bleu_one_ref(hyps, refs, seed=4))
+    assert r["pairwise_bleu"].estimate == pytest.approx(metrics.pairwise_bleu(hyps))
+    assert all(len(x.values) == 200 for x in r["per_latent_1ref"])
+    # a resample that draws every source once is the test set itself
+    whole = stats.Resamples(len(hyps), resamples=1, seed=0)
+    whole.counts[:] = 1.0
+    assert resampled(hyps, t, whole, seed=4)["per_latent_1ref"][0].values[0] == pytest.approx(r["per_latent_1ref"][0].estimate)
+
+
+def test_vnmt_probe_reads_zero_kl_when_the_posterior_is_the_prior():
+    import nbsupport as nbs
+    from nbsupport.lessons.mixture_runs import task, vnmt_probe
+    from nbsupport.models.vnmt import VariationalNMT
+    t = task("ci")
+    torch.manual_seed(0)
+    m = VariationalNMT(TransformerConfig(len(t.src_vocab), len(t.tgt_vocab), d_model=16, n_heads=2, d_ff=32, enc_layers=1,
+                                         dec_layers=1, dropout=0.0, n_latent=4))
+    p = vnmt_probe(m, t, 5, seed=0)
+    assert p["kl"] > 0 and 0 <= p["own_reference"] <= 1 and p["chance"] == pytest.approx(1 / 3)
+    assert len(p["hyps"]) == 5 and all(len(hs) == 3 for hs in p["hyps"])
+    assert vnmt_probe(m, t, 5, seed=0)["hyps"] == p["hyps"]                       # seeded
+    m.posterior_params = lambda memory, mask, tgt: m.prior_params(memory, mask)    # q = p: nothing learned from y
+    assert vnmt_probe(m, t, 5, seed=0)["kl"] == pytest.approx(0.0, abs=1e-6)
+    assert nbs.mixture_runs.vnmt_probe is vnmt_probe

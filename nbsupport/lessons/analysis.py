@@ -82,15 +82,27 @@ def is_d2(pairwise_bleu: float) -> bool:
     return pairwise_bleu >= D2_PAIRWISE
 
 
-def degeneracy(per_latent_bleu, pairwise_bleu: float) -> str:
-    """Label a trained mixture "D1" (:func:`is_d1`), else "D2" (:func:`is_d2`), else "ok".
+def one_latent_used(usage: Sequence[int] | None) -> bool:
+    """D1 by its definition (Shen §3: one expert "is always picked while the other components
+    starve"): the E-step gave more than 1% of the training sentences to at most one latent value
+    (:func:`latents_used` of a usage histogram, e.g. the last training epoch's). With shared
+    parameters the starved latents can still decode well (the decoder is trained through the one
+    used latent), so per-latent BLEU alone does not show it. No histogram (None): False."""
+    return usage is not None and sum(usage) > 0 and latents_used(usage) < 2
+
+
+def degeneracy(per_latent_bleu, pairwise_bleu: float, usage: Sequence[int] | None = None) -> str:
+    """Label a trained mixture "D1" (:func:`is_d1`, or :func:`one_latent_used` when the E-step's
+    ``usage`` histogram is given), else "D2" (:func:`is_d2`), else "ok".
 
     Only diversity and the latents' BLEU *relative to each other* are judged: D2 means the
     experts write near copies and (not being D1) decode about equally well; absolute quality
     is not checked (the papers' D2 rows have BLEU as high as, or higher than, their healthy
     rows: Shen Table 1, E&M against M). Thresholds :data:`D1_RATIO` and :data:`D2_PAIRWISE`
-    are calibrated on the papers' labelled rows (see above)."""
-    if is_d1(per_latent_bleu):
+    are calibrated on the papers' labelled rows (see above). "ok" therefore needs the experts
+    to write different translations that decode comparably well and, given ``usage``, the
+    E-step to send sentences to at least two of them."""
+    if is_d1(per_latent_bleu) or one_latent_used(usage):
         return "D1"
     return "D2" if is_d2(pairwise_bleu) else "ok"
 
@@ -113,9 +125,15 @@ def per_latent_bleu_one_ref(hyps: Sequence[Sequence[str]], refs, seed: int = 0) 
     are ordered by style, so a fixed index would favour the latent that learned that style."""
     if len(hyps) != len(refs) or not hyps:
         raise ValueError(f"need one hypothesis set per reference set, got {len(hyps)} and {len(refs)}")
-    rng = random.Random(seed)
-    one = [rs[rng.randrange(len(rs))] for rs in refs]
+    one = one_reference(refs, seed)
     return [corpus_bleu([hs[z] for hs in hyps], one) for z in range(len(hyps[0]))]
+
+
+def one_reference(refs, seed: int = 0) -> list[str]:
+    """The one reference per source that :func:`per_latent_bleu_one_ref` scores against (drawn
+    uniformly per source with ``seed``)."""
+    rng = random.Random(seed)
+    return [rs[rng.randrange(len(rs))] for rs in refs]
 
 
 def set_dropout(model, p: float) -> None:
@@ -131,11 +149,32 @@ def set_dropout(model, p: float) -> None:
 def estep_flips(model, src, tgt_in, tgt_out, p: float, seed: int = 0) -> dict:
     """Seed 000 Fig. 3 / Shen Fig. 4: how often dropout p changes the E-step's argmin z.
     Returns the flip rate, the mean NLL gap between the best and second-best latent (no
-    dropout), and the mean absolute change dropout makes to a sentence's NLL."""
-    clean, noisy = estep_with_dropout(model, src, tgt_in, tgt_out, p, seed)
-    two = clean.topk(2, dim=1, largest=False).values
-    return {"flip_rate": float((clean.argmin(1) != noisy.argmin(1)).float().mean()),
-            "gap": float((two[:, 1] - two[:, 0]).mean()), "noise": float((noisy - clean).abs().mean())}
+    dropout), the mean absolute change dropout makes to a sentence's NLL, and the mean
+    ``relative_noise`` (:func:`flip_details`)."""
+    d = flip_details(*estep_with_dropout(model, src, tgt_in, tgt_out, p, seed))
+    return {"flip_rate": float(d["flipped"].mean()), "gap": float(d["gap"].mean()), "noise": float(d["noise"].mean()),
+            "relative_noise": float(d["relative_noise"].mean())}
+
+
+def flip_details(clean, noisy) -> dict:
+    """Per sentence, from the (B, K) NLLs of one E-step without and with dropout
+    (:func:`estep_with_dropout`), as numpy arrays: ``flipped`` (1 where the argmin changed),
+    ``gap`` (second-best minus best NLL, no dropout), ``noise`` (the mean absolute change of the
+    K NLLs) and ``relative_noise``: the absolute change of the *difference* between the two
+    clean-best experts' NLLs, |(noisy_2nd - clean_2nd) - (noisy_best - clean_best)|. A change
+    every expert shares (the encoder's dropout moves all K NLLs together) cannot flip the choice;
+    with K = 2 the choice flips exactly when the difference moves by more than the gap, against
+    the gap's sign."""
+    import torch
+    clean, noisy = clean.float(), noisy.float()
+    order = clean.argsort(dim=1)
+    best, second = order[:, :1], order[:, 1:2]
+    shift = noisy - clean
+    gap = (clean.gather(1, second) - clean.gather(1, best)).squeeze(1)
+    relative = (shift.gather(1, second) - shift.gather(1, best)).squeeze(1).abs()
+    out = {"flipped": (clean.argmin(1) != noisy.argmin(1)).float(), "gap": gap,
+           "noise": shift.abs().mean(1), "relative_noise": relative}
+    return {k: v.detach().cpu().numpy() for k, v in out.items() if isinstance(v, torch.Tensor)}
 
 
 def estep_with_dropout(model, src, tgt_in, tgt_out, p: float, seed: int = 0):
@@ -191,7 +230,8 @@ def references_of(test, sentence: str) -> list[str]:
     return []
 
 
-LABEL_MEANING = {"D1": "D1, one expert trained: the other experts' rows decode badly",
+LABEL_MEANING = {"D1": "D1, one expert trained: the E-step sends (nearly) every sentence to one expert, "
+                       "or the other experts' rows decode badly",
                  "D2": "D2, latent ignored: the experts write (nearly) the same sentence",
                  "ok": "neither D1 nor D2: each expert writes its own good translation",
                  "mixed": "its seeds got different labels"}

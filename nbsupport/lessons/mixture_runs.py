@@ -6,7 +6,7 @@ import itertools
 
 import torch
 
-from .analysis import degeneracy, per_latent_bleu_one_ref, seed_label
+from .analysis import degeneracy, latents_used, one_reference, per_latent_bleu_one_ref, seed_label
 from ..data.batching import pad_batch
 from ..metrics import diversity_report
 from ..models.mixture import MixtureConfig
@@ -47,6 +47,7 @@ def prefetch_variants(t: Task, variants, device, seeds=(0,), dropouts=(None,)) -
     return train_in_parallel(t, jobs, device)
 
 
+CONVERGED_DROP = 0.02   # converged: the last epoch lowered the validation NLL by under 2%
 VNMT_DIM = 16    # the Gaussian latent's dimension (Shen et al.: 512 with 512-d models; ours are 128-d)
 
 
@@ -68,12 +69,15 @@ def assignment_agreement(confusion) -> float:
 
 
 @torch.no_grad()
-def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0) -> dict:
+def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0, history=None) -> dict:
     """Table 7's columns for a mixture (or variational NMT, one prior sample per "latent"):
     per-latent BLEU against one reference per source (``per_latent_bleu_1ref``, as Table 7:
     :func:`~nbsupport.lessons.analysis.per_latent_bleu_one_ref`), pairwise BLEU, multi-reference BLEU,
-    average oracle BLEU, coverage, the D1/D2 label, and the hypotheses. (Style agreement comes
-    from the training history: :func:`agreement_of`.)"""
+    average oracle BLEU, coverage, the D1/D2 label, and the hypotheses. With the training
+    ``history`` of a mixture, also the last epoch's E-step ``usage`` (sentences per latent),
+    ``latents_used`` and the style ``agreement`` (:func:`agreement_of`), and the label counts a
+    model whose E-step used one latent as D1
+    (:func:`~nbsupport.lessons.analysis.one_latent_used`)."""
     test = t.corpus.test
     srcs, refs = test.src[:sentences], test.refs[:sentences]
     device = next(model.parameters()).device
@@ -84,9 +88,129 @@ def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0) -> dic
         hyps += [[t.tgt_vocab.decode(h) for h in hs] for hs in ids]
     rep = diversity_report(hyps, refs, seed=seed)
     plb = per_latent_bleu_one_ref(hyps, refs, seed)
+    usage = history.epochs[-1].get("usage") if history is not None and history.epochs else None
+    extra = {} if usage is None else {"usage": list(usage), "latents_used": latents_used(usage),
+                                      "agreement": agreement_of(history)}
     return {"per_latent_bleu_1ref": plb, "pairwise_bleu": rep["pairwise_bleu"], "multi_ref_bleu": rep["multi_ref_bleu"],
             "avg_oracle_bleu": rep["avg_oracle_bleu"], "coverage": rep["ref_coverage"],
-            "label": degeneracy(plb, rep["pairwise_bleu"]), "hyps": hyps}
+            "label": degeneracy(plb, rep["pairwise_bleu"], usage), **extra, "hyps": hyps}
+
+
+def resampled(hyps, t: Task, boot, seed: int = 0) -> dict:
+    """The evaluation's metrics on the bootstrap resamples ``boot`` of the test sources
+    (:class:`nbsupport.stats.Resamples`, shared by all models so that differences are paired):
+    pairwise, multi-reference and average oracle BLEU and coverage (:func:`nbsupport.stats.resampled_metrics`),
+    and ``per_latent_1ref``, one :class:`~nbsupport.stats.Resampled` per latent of the per-latent
+    BLEU against the one reference of :func:`~nbsupport.lessons.analysis.per_latent_bleu_one_ref`."""
+    from .. import stats
+    refs = t.corpus.test.refs[:len(hyps)]
+    out = stats.resampled_metrics(hyps, refs, boot, seed)
+    one = [[r] for r in one_reference(refs, seed)]
+    out["per_latent_1ref"] = [stats.Resampled(est, boot.bleu(stats.corpus_stats([hs[z] for hs in hyps], one)))
+                              for z, est in enumerate(per_latent_bleu_one_ref(hyps, refs, seed))]
+    return out
+
+
+def runner_up_ratio(per_latent):
+    """The D1 test's quantity with its resamples: the second-best latent's BLEU over the best
+    latent's (:data:`~nbsupport.lessons.analysis.D1_RATIO` is its threshold), the ranking taken
+    from the estimates. ``per_latent``: one :class:`~nbsupport.stats.Resampled` per latent."""
+    import numpy as np
+    from ..stats import Resampled
+    best, second = sorted(per_latent, key=lambda r: r.estimate, reverse=True)[:2]
+    safe = np.where(best.values > 0, best.values, np.nan)
+    values = np.nan_to_num(second.values / safe, nan=1.0)    # a resample where nothing decodes: no latent stands out
+    return Resampled(second.estimate / best.estimate if best.estimate > 0 else 1.0, values)
+
+
+def second_usage_share(usage, seed: int = 0):
+    """The share of the training sentences the E-step gave to its second most used latent
+    (D1 by definition when it is about 0: one expert takes everything), with its resamples over
+    the training sentences (:class:`~nbsupport.stats.Resamples` of the usage histogram)."""
+    import numpy as np
+    from ..stats import Resampled, Resamples
+    usage = [int(u) for u in usage]
+    n = sum(usage)
+    if n < 1 or len(usage) < 2:
+        raise ValueError(f"need a usage histogram of K >= 2 latents with some sentences, got {usage}")
+    second = sorted(range(len(usage)), key=lambda z: usage[z], reverse=True)[1]
+    indicator = np.zeros(n)
+    indicator[:usage[second]] = 1.0                   # the order of the sentences does not matter to a resample
+    return Resampled(usage[second] / n, Resamples(n, seed=seed).mean(indicator))
+
+
+def converged(history, tolerance: float = CONVERGED_DROP) -> bool:
+    """Has training converged on the dev set: did the last epoch lower the validation NLL by less
+    than ``tolerance`` of its previous value (or raise it)? One epoch alone is never converged. The
+    rule training stops by (``TrainConfig.converged_below``, :func:`nbsupport.train.converged`)."""
+    from ..train import converged as stopped
+    return stopped(history, tolerance, 1)
+
+
+def last_drop(history) -> float:
+    """The relative fall of the validation NLL in the last epoch (NaN with one epoch)."""
+    v = [e["valid_nll"] for e in history.epochs]
+    return (v[-2] - v[-1]) / abs(v[-2]) if len(v) >= 2 else float("nan")
+
+
+def training_line(name: str, history) -> str:
+    """One line on how training went: the validation NLL per epoch and whether it converged."""
+    v = " ".join(f"{e['valid_nll']:.3f}" for e in history.epochs)
+    state = "converged" if converged(history) else "NOT converged"
+    return f"{name}: validation NLL/token by epoch {v} (last epoch {-last_drop(history):+.1%}: {state})"
+
+
+def over_seed_values(per_seed):
+    """A claim's value from the seeds' :class:`~nbsupport.stats.Resampled` of one quantity: with
+    one seed, its resamples; with several, :func:`nbsupport.stats.seed_interval` of their estimates
+    around the first seed's bootstrap interval (the seeds' sample sd in quadrature)."""
+    from ..stats import seed_interval
+    per_seed = list(per_seed)
+    if not per_seed:
+        raise ValueError("over_seed_values needs the value of at least one seed")
+    if len(per_seed) == 1:
+        return per_seed[0]
+    return seed_interval([r.estimate for r in per_seed], per_seed[0].interval())
+
+
+@torch.no_grad()
+def vnmt_probe(model, t: Task, sentences: int | None = None, seed: int = 0) -> dict:
+    """Does variational NMT use its latent? On the test sources: the mean KL(q(z|x,y) || p(z|x))
+    per sentence (nats, y each of the references; 0: the posterior is the prior, the latent
+    carries nothing), and greedy decodes from one *posterior* sample per reference: their
+    pairwise BLEU (100: the decoder ignores z even when z was inferred from different
+    references) and the share of decodes whose best-matching reference (sentence BLEU) is the one
+    their z was inferred from, strictly (a tie counts against it; chance: at most 1/M)."""
+    from ..decode import generate
+    from ..metrics import sentence_bleu
+    from ..models.vnmt import gaussian_kl
+    test = t.corpus.test
+    srcs, refs = test.src[:sentences], test.refs[:sentences]
+    device = next(model.parameters()).device
+    model.eval()
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    kls, hyps, own = [], [], []
+    m = len(refs[0])
+    for lo in range(0, len(srcs), 100):
+        chunk = list(range(lo, min(lo + 100, len(srcs))))
+        src = pad_batch([t.src_vocab.encode(srcs[i]) for i in chunk]).to(device)
+        memory, mask = model.encode(src)
+        mu_p, lv_p = model.prior_params(memory, mask)
+        outs = []
+        for j in range(m):
+            tgt = pad_batch([t.tgt_vocab.encode(refs[i][j]) for i in chunk]).to(device)
+            mu_q, lv_q = model.posterior_params(memory, mask, tgt)
+            kls += gaussian_kl(mu_q, lv_q, mu_p, lv_p).tolist()
+            eps = torch.randn(tuple(mu_q.shape), generator=g).to(device)
+            outs.append(generate(model.model, src, "greedy", z=mu_q + eps * (0.5 * lv_q).exp()))
+        for b, i in enumerate(chunk):
+            hs = [t.tgt_vocab.decode(outs[j][b][0]) for j in range(m)]
+            hyps.append(hs)
+            for j, h in enumerate(hs):
+                scores = [sentence_bleu(h, r) for r in refs[i]]
+                own.append(float(all(scores[j] > scores[r] for r in range(m) if r != j)))
+    return {"kl": sum(kls) / len(kls), "posterior_pairwise_bleu": diversity_report(hyps, refs, seed=seed)["pairwise_bleu"],
+            "own_reference": sum(own) / len(own), "chance": 1 / m, "hyps": hyps}
 
 
 def over_seeds(per_seed: list[dict]) -> dict:
