@@ -143,3 +143,47 @@ def test_target_conditioning_needs_its_lambda():
     so training target conditioning without a chosen lambda is an error naming the candidates."""
     with pytest.raises(ValueError, match=r"choose_lambda.*1, 100, 1000"):
         cmp.train_for("target_conditioning", None, 4, "cpu")
+
+
+def test_distance_on_the_multi_reference_axis_by_hand():
+    """Notebook 08's quality axis: the multi-reference BLEU gap counts only below the human point."""
+    human = {"pairwise_bleu": 30.0, "multi_ref_bleu": 50.0, "avg_oracle_bleu": 0.0}
+    assert cmp.distance({"pairwise_bleu": 34.0, "multi_ref_bleu": 47.0}, human, "multi_ref_bleu") == pytest.approx(5.0)
+    assert cmp.distance({"pairwise_bleu": 24.0, "multi_ref_bleu": 80.0}, human, "multi_ref_bleu") == pytest.approx(6.0)
+    # the default axis is still average oracle BLEU, which the point above would not have
+    with pytest.raises(KeyError):
+        cmp.distance({"pairwise_bleu": 24.0, "multi_ref_bleu": 80.0}, human)
+
+
+def test_resampled_distance_is_the_distance_in_every_resample():
+    """Each resample's distance is :func:`distance` of that resample's values (the human point's
+    values from the same resample), and the estimate is the distance of the estimates."""
+    import numpy as np
+    from nbsupport.stats import Resampled
+    point = {"pairwise_bleu": Resampled(40.0, np.array([40.0, 36.0, 26.0])),
+             "multi_ref_bleu": Resampled(45.0, np.array([45.0, 41.0, 60.0]))}
+    human = {"pairwise_bleu": Resampled(37.0, np.array([36.0, 31.0, 30.0])),
+             "multi_ref_bleu": Resampled(49.0, np.array([48.0, 53.0, 50.0]))}
+    d = cmp.resampled_distance(point, human, "multi_ref_bleu")
+    assert d.estimate == pytest.approx(5.0)                       # 3 and 4
+    assert d.values == pytest.approx([5.0, 13.0, 4.0])             # (4, 3), (5, 12), (-4, above the human point: 0)
+
+
+def test_scores_have_lachaux_mbleu():
+    t = cmp.task("ci")
+    test = t.corpus.test
+    hyps = [[r[0], r[1], r[1]] for r in test.refs[:5]]
+    s = cmp.scores(hyps, test.refs[:5])
+    assert s["mbleu"] == pytest.approx(100.0) and s["distinct"] == pytest.approx(2.0)   # every hypothesis is a reference
+
+
+def test_quality_diversity_curves_take_asymmetric_intervals():
+    """An error given as (below, above) draws the interval's two ends, not a symmetric bar."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from nbsupport.views import plots
+    fig = plots.quality_diversity_curves({"m": [(50.0, 40.0, (2.0, 6.0), (1.0, 3.0)), (45.0, 38.0, 1.0, 1.0)]}, [2, 4])
+    ax = fig.axes[0]
+    xs = sorted(float(x) for line in ax.lines for x in line.get_xdata())
+    ys = sorted(float(y) for line in ax.lines for y in line.get_ydata())
+    assert 48.0 in xs and 56.0 in xs and 39.0 in ys and 43.0 in ys     # 50 - 2, 50 + 6; 40 - 1, 40 + 3

@@ -172,6 +172,12 @@ EXPECTED = {
         r["toy"]["subtle"]["none"]["pairwise_bleu"] > 45,
         r["toy"]["strong"]["high"]["entropy_nats"] >= 10,
         r["spm"]["en"]["unk rate %"] < 1,
+        # every scenario's estimate inside its interval; the human point's too; D's gap above the human point
+        *(iv["ci_low"] - 1e-9 <= r["fig1"][s]["ref_coverage" if m == "coverage" else m] <= iv["ci_high"] + 1e-9
+          for s, ivs in r["fig1_intervals"].items() for m, iv in ivs.items()),
+        *(iv["ci_low"] - 1e-9 <= r["bible"]["human"][m] <= iv["ci_high"] + 1e-9 for m, iv in r["bible"]["human_intervals"].items()),
+        r["fig1_vs_human"]["D_minus_human_multi_ref_bleu"]["estimate"] > 0,
+        len(r["sanity"]) == 8 and all(r["sanity"].values()) and len(r["claims"]) == 7,
     ],
     "02_hard_moe": lambda r: [
         r["profile"] == "ci",
@@ -191,12 +197,17 @@ EXPECTED = {
           for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
         *(0 <= v <= 100 + 1e-6 for level in ("toy_low", "toy_high") for m in SCONES_MODELS
           for v in r[level][m]["bleu_by_beam"].values()),
+        # every compared figure with its interval around the estimate
+        *(iv["ci_low"] - 1e-9 <= iv["estimate"] <= iv["ci_high"] + 1e-9 for level in ("toy_low", "toy_high")
+          for m in SCONES_MODELS for key in ("multi_ref_bleu_by_beam", "len_ratio_by_beam") for iv in r[level][m][key].values()),
         *(0 <= v <= 1 for level in ("toy_low", "toy_high") for m in SCONES_MODELS
-          for v in list(r[level][m]["empty_rate_by_beam"].values()) + list(r[level][m]["search_errors_by_beam"].values())),
-        *(0 <= r[level][m]["exact"]["proven_fraction"] <= 1 and r[level][m]["empty_logprob_mean"] < 0
+          for v in list(r[level][m]["empty_rate_by_beam"].values())
+          + [e for e in r[level][m]["search_errors_by_beam"].values() if e is not None]),
+        # exact search on the same 4 sentences at both levels; a share proven, one flag per sentence
+        len(r["exact_sentences"]["low"]) == 4 and r["exact_sentences"]["low"] == r["exact_sentences"]["high"],
+        *(0 <= r[level][m]["exact"]["proven_fraction"] <= 1 and len(r[level][m]["exact"]["proven"]) == 4
+          and r[level][m]["exact"]["proven_fraction"] == sum(r[level][m]["exact"]["proven"]) / 4
           for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
-        # exact search is lower-bounded by beam 4: its mean best score cannot be -inf or positive
-        *(-1e4 < r[level][m]["exact_logprob_mean"] <= 0 for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
         r["speed"]["scones_greedy_sent_s"] > 0 and r["speed"]["softmax_beam4_sent_s"] > 0,
         # Table 5: alpha chosen by greedy dev BLEU among the trained SCONES models, per level
         *(r["alpha_on_dev"][l]["chosen"] in SCONES_MODELS[1:] and r["alpha_on_dev"][l]["dev_greedy_bleu"][r["alpha_on_dev"][l]["chosen"]]
@@ -204,10 +215,13 @@ EXPECTED = {
         # Fig. 6 pairs the best and the empty translation on the same 4 sentences; the best is at
         # least the best beam output (the seed) and at least the empty translation, sentence by sentence
         *(len(r[level][m]["exact_scores"]) == len(r[level][m]["seed_scores"]) == len(r[level][m]["empty_scores"]) == 4
-          and all(b >= s - 1e-4 and b >= e - 1e-4 for b, s, e in
+          and all(b >= s - 1e-4 and b >= e - 1e-4 and -1e4 < b <= 0 for b, s, e in
                   zip(r[level][m]["exact_scores"], r[level][m]["seed_scores"], r[level][m]["empty_scores"]))
           for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
-        set(r["claims"]),
+        all(r["sanity"].values()) and len(r["sanity"]) == 2,
+        # every exact-search claim says on how many proven sentences it was decided
+        *(name in r["proven_for_claims"] or name in r.get("untested", {}) for name in r["claims"] if "exact-search" in name),
+        set(r["claims"]) and "bible" not in r,
     ],
     "05_target_conditioning": lambda r: [
         r["profile"] == "ci",
@@ -236,18 +250,38 @@ EXPECTED = {
         # two encoders (and a combiner) have more parameters than one
         r["toy"]["fr+de.basic"]["parameters"] > r["toy"]["fr"]["parameters"],
         *(0 <= v <= 1 for s in MULTI_SOURCE_SYSTEMS for v in r["toy"][s]["noun_accuracy"].values()),
-        set(r["claims"]),
+        # the generator's perplexity floors: both sources decide every noun; a closer source decides half of them
+        r["toy"]["fr+de.basic"]["ppl_floor"] == 1.0 and r["toy"]["fr"]["ppl_floor"] > r["toy"]["fr+close.basic"]["ppl_floor"] > 1,
+        # the harder variant: five systems, optional phrases keep every floor above 1, estimates inside their intervals
+        set(r["hard"]) == {"setting", "differences", "few_steps", *MULTI_SOURCE_HARD},
+        set(r["hard"]["few_steps"]) == {"differences", *MULTI_SOURCE_HARD},
+        *(r["hard"][s]["ppl_floor"] > 1 and r["hard"][s]["intervals"]["bleu"]["ci_low"] - 1e-9 <= r["hard"][s]["bleu"]
+          <= r["hard"][s]["intervals"]["bleu"]["ci_high"] + 1e-9 for s in MULTI_SOURCE_HARD),
+        {k: r["attention_diagnosis"]["paper_settings"][k] for k in ("dropout", "init_range")} == {"dropout": 0.3, "init_range": 0.08},
+        len(r["claims"]) == 8 and "sanity" not in r,          # ci: the mechanism checks need trained systems
     ],
     "07_ibm3_synthetic_ambiguity": lambda r: [
         r["profile"] == "ci",
         r["gammas"] == [0.1, 1.0],
-        # the likelihood of Model 1 never falls; entropy grows with the temperature
+        # construction checks are sanity entries (EM's likelihood, tempering's entropy, exact >= every beam), all ok
+        len(r["sanity"]) == 3 and all(r["sanity"].values()),
         all(b >= a - 1e-6 for a, b in zip(r["ibm"]["log_likelihood"]["model1"], r["ibm"]["log_likelihood"]["model1"][1:])),
         r["entropy"]["0.05"]["t"] < r["entropy"]["1.0"]["t"] and r["entropy"]["0.05"]["d"] < r["entropy"]["1.0"]["d"],
-        *(key in r[g] for g in ("0.1", "1.0") for key in ("softmax.beam4_bleu", "softmax.exact_rel", "scones_0.2.exact_rel",
-                                                          "scones_1.0.exact_rel", "hard_moe.pairwise_bleu")),
-        *(0 <= r[g][f"{m}.proven_fraction"] <= 1 and 0 <= r[g][f"{m}.exact_beats_beams"] <= 1
-          for g in ("0.1", "1.0") for m in ("softmax", "scones_0.2", "scones_1.0")),
+        # every figure with its interval around the estimate
+        *(r[g][f"{m}.{k}"]["ci_low"] - 1e-9 <= r[g][f"{m}.{k}"]["estimate"] <= r[g][f"{m}.{k}"]["ci_high"] + 1e-9
+          for g in ("0.1", "1.0") for m in ("softmax", "scones_0.2", "scones_1.0") for k in ("beam4_bleu", "beam4_multi_ref_bleu")),
+        *(0 <= r[g][f"{m}.proven_fraction"] <= 1 for g in ("0.1", "1.0") for m in ("softmax", "scones_0.2", "scones_1.0")),
+        # exact-search figures only on sentences proven for every model at every gamma
+        0 <= r["exact_search"]["proven_everywhere"] <= r["exact_search"]["sentences"] == 4,
+        r["exact_search"]["proven_everywhere"] == 0 or all(f"{m}.exact_rel" in r[g] and f"{m}.exact_log2_states" in r[g]
+                                                            for g in ("0.1", "1.0") for m in ("softmax", "scones_0.2", "scones_1.0")),
+        # the dev loss per epoch of every model, and whether it converged
+        set(r["convergence"]) == {f"{g}/{m}" for g in ("0.1", "1.0") for m in ("softmax", "scones_0.2", "scones_1.0", "hard_moe")},
+        all(len(c["valid_nll"]) == c["epochs"] >= 1 and 1 <= c["best_epoch"] <= c["epochs"] for c in r["convergence"].values()),
+        # a claim the run cannot decide (a model not converged, too few proven) is "not decided", with its reason
+        all(c["verdict"] == "not decided" for c in r["claims"].values() if c.get("undecided_because")),
+        set(r["hard_moe"]) == {"0.1", "1.0"} and all(v["pairwise_bleu"]["ci_low"] <= v["pairwise_bleu"]["estimate"]
+                                                     <= v["pairwise_bleu"]["ci_high"] for v in r["hard_moe"].values()),
         # the sampler's uniform distortion for unseen (l, m): measured, a share
         all(0 <= v <= 1 for v in r["uniform_distortion_share"].values()),
         set(r["claims"]),
@@ -256,11 +290,19 @@ EXPECTED = {
         r["profile"] == "ci",
         # no dropout never flips the E-step; the package and the inline computation agree on the keys
         r["flip_rate"]["init"]["p0.0"] == 0.0 and 0 <= r["flip_rate"]["init"]["p0.1"] <= 1,
-        r["hMup.dropout"] == 0.3,
+        r["hMup.dropout"] == 0.1,
         *(0 <= r[k] <= 100 + 1e-6 for k in ("hMup.EM.pairwise_bleu", "hMup.M.pairwise_bleu")),
-        set(r["grid"]) == {"strong.p0.3.EM", "strong.p0.3.M"},
+        set(r["grid"]) == {"strong.p0.1.EM", "strong.p0.1.M"},
         *(e["label"] in ("ok", "D1", "D2") and 1 <= e["coverage"] <= 3 for e in r["grid"].values()),
+        # usage beside every label: the last epoch's sentences per latent, all of the ci toy's 1000
+        *(len(e["usage"]) == 3 and sum(e["usage"]) == 1000 and e["latents_used"] >= 1
+          and (e["label"] == "D1" if e["latents_used"] < 2 else True) for e in r["grid"].values()),
+        *(e["intervals"]["pairwise_bleu"]["ci_low"] <= e["pairwise_bleu"] <= e["intervals"]["pairwise_bleu"]["ci_high"]
+          for e in r["grid"].values()),
         set(r["table1"]) == {"hMup"} and set(r["table1"]["hMup"]) == {"no", "E&M", "M"} and set(r["claims"]),
+        # every claim has its interval; one on an unconverged model is not decided, with the reason
+        len(r["claims"]) == 6 and all(c["verdict"] == "not decided" for c in r["claims"].values() if "undecided_because" in c),
+        all(len(t["valid_nll"]) == 2 for t in r["training"].values()),
         # the flip rate is measured on ordinary sentences (a random sample), not the shortest ones
         abs(r["flip_sample"]["mean_target_tokens"] - r["flip_sample"]["mean_target_tokens_all"]) < 2,
         r["widget_p"] > 0,     # the widget's default view shows a dropout that flips choices
@@ -275,7 +317,14 @@ EXPECTED = {
         *(0 <= r[n]["pairwise_bleu"] <= 100 + 1e-6 and 0 <= r[n]["multi_ref_bleu"] <= 100 + 1e-6 for n in MIXTURE_NAMES),
         r["vnmt"]["label"] in ("ok", "D1", "D2") and len(r["vnmt"]["per_latent_bleu_1ref"]) == 3,
         r["rule"] == {"D1_RATIO": 0.2, "D2_PAIRWISE": 86.0},
-        set(r["claims"]),
+        # usage beside every label (the last epoch's sentences per latent, all of the ci toy's 1000); one latent used is D1
+        *(len(r[n]["usage_per_seed"][0]) == 3 and sum(r[n]["usage_per_seed"][0]) == 1000 for n in MIXTURE_NAMES),
+        *(r[n]["label"] == "D1" for n in MIXTURE_NAMES if sum(u > 10 for u in r[n]["usage_per_seed"][0]) < 2),
+        *(r[n]["intervals"]["pairwise_bleu"]["ci_low"] <= r[n]["pairwise_bleu"] <= r[n]["intervals"]["pairwise_bleu"]["ci_high"]
+          for n in MIXTURE_NAMES),
+        r["vnmt"]["probe"]["kl"] >= 0 and 0 <= r["vnmt"]["probe"]["own_reference"] <= 1 and r["vnmt"]["probe"]["chance"] == 1 / 3,
+        len(r["training"]) == 17 and all(len(v[0]) == 2 for v in r["training"].values()),
+        len(r["claims"]) == 13,
     ],
     "08_choosing_a_method": lambda r: [
         r["profile"] == "ci" and r["ks"] == [2, 4] and r["seeds"] == [0],
@@ -292,6 +341,20 @@ EXPECTED = {
         r["settings"]["topk.K2"]["top_k"] in (2, 3, 5, 10) and r["settings"]["nucleus.K4"]["top_p"] in (0.5, 0.7, 0.9, 0.95),
         *(sorted(x["method"] for x in r["ranking"][f"K{k}"]) == sorted(COMPARE_METHODS) for k in (2, 4)),
         r["human"]["coverage"] == 4 and "human" not in r["toy"] and "bible" not in r and set(r["claims"]),
+        # every table entry with its interval, every claim three-valued, the sanity checks passed
+        *(iv["ci_low"] <= iv["ci_high"] for n in COMPARE_METHODS for k in (2, 4)
+          for iv in r["toy"][n][f"K{k}"]["intervals"].values()),
+        *(set(r["toy"][n][f"K{k}"]["intervals"]) == {"pairwise_bleu", "multi_ref_bleu", "avg_oracle_bleu", "mbleu", "coverage"}
+          for n in COMPARE_METHODS for k in (2, 4)),
+        all(c["verdict"] in VERDICTS and c["ci_low"] <= c["ci_high"] for c in r["claims"].values()),
+        r["sanity"] and all(r["sanity"].values()),
+        # the distance to the human point is a length, and the ranking's first has the smallest
+        *(all(x["distance"] >= 0 for x in r["ranking"][f"K{k}"])
+          and r["ranking"][f"K{k}"][0]["distance"] == min(x["distance"] for x in r["ranking"][f"K{k}"]) for k in (2, 4)),
+        # training speeds measured side by side for Hard-MoE and target conditioning at every K, and the baseline
+        set(r["speed"]) == {"baseline", "hard_moe", "target_conditioning"}
+        and set(r["speed"]["hard_moe"]) == set(r["speed"]["target_conditioning"]) == {"2", "4"}
+        and all(v > 0 for d in r["speed"].values() for v in d.values()),
     ],
 }
 COMPARE_METHODS = ("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "hMlp", "sMup", "vnmt",
@@ -301,6 +364,7 @@ MIXTURE_NAMES = [f"{s}.{p}.{l}" for s in ("online", "offline") for p in ("shared
                  for l in ("sMlp", "sMup", "hMlp", "hMup")]
 MULTI_SOURCE_SYSTEMS = ("fr", "de", "fr+de.basic", "fr+de.childsum", "fr+fr.same", "fr+close.basic", "close", "fr.attn", "fr+de.attn_basic",
                         "fr+de.attn_childsum")
+MULTI_SOURCE_HARD = ("fr", "de", "fr+de.basic", "fr+de.childsum", "fr+fr.same")
 SYSTEMS = ("beam", "sampling", "topk", "diverse_beam", "hard_moe")
 SCONES_MODELS = ("softmax", "scones_0.2", "scones_0.5", "scones_1.0")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 
 
 def _caption(fig, caption: str | None):
@@ -37,11 +38,13 @@ def quality_diversity_curves(curves: Mapping[str, Sequence[tuple[float, float, f
                              human: tuple[float, float] | None = None,
                              quality_label: str = "average oracle BLEU (quality)", caption: str | None = None):
     """One line per method through its points at each K: ``curves[name]`` is a list of
-    (pairwise BLEU, quality BLEU, spread of pairwise, spread of quality), one per K in ``ks``;
-    the first point is marked with its K, the last with the method's name."""
+    (pairwise BLEU, quality BLEU, error of pairwise, error of quality), one per K in ``ks``; an
+    error is a number (either side) or a pair (below, above) for an asymmetric interval. The first
+    point is marked with its K, the last with the method's name."""
     fig, ax = plt.subplots(figsize=(8, 5.5))
     for name, pts in curves.items():
         x, y, dx, dy = zip(*pts)
+        dx, dy = (np.transpose([(e, e) if np.ndim(e) == 0 else tuple(e) for e in d]) for d in (dx, dy))   # (2, N): below, above
         line = ax.errorbar(x, y, xerr=dx, yerr=dy, marker="o", ms=4, capsize=2, lw=1.2, label=name)
         ax.annotate(f"K={ks[0]}", (x[0], y[0]), textcoords="offset points", xytext=(3, -10), fontsize=7,
                     color=line[0].get_color())
