@@ -1,4 +1,4 @@
-"""Notebook 08's comparison: the spread-aware ranking and frontier, the dev-set tuning and the
+"""Notebook 08's comparison: the spread-aware ranking, the dev-set tuning and the
 live method view, against values computed by hand."""
 import math
 
@@ -24,18 +24,6 @@ def test_distance_summary_and_spread_by_hand():
     assert s["per_seed"]["distinct"] == [1.0, 2.0, 3.0] and s["seeds"] == 3
     assert cmp.summarise(per_seed[:1])["std"]["pairwise_bleu"] == 0.0
     assert cmp.spread([5.0]) == 0.0 and cmp.spread([1.0, 3.0]) == pytest.approx(math.sqrt(2))
-
-
-def test_dominance_and_frontier_respect_the_spread():
-    a, b = row(40, 60), row(50, 55)             # a: more diverse and better
-    assert cmp.dominates(a, b) and not cmp.dominates(b, a)
-    assert cmp.frontier({"a": a, "b": b}) == ["a"]
-    # the same means with spreads wider than the gaps: neither beats the other beyond the spread
-    a2, b2 = row(40, 60, pw_sd=6, or_sd=3), row(50, 55, pw_sd=5, or_sd=3)
-    assert not cmp.dominates(a2, b2) and cmp.frontier({"a": a2, "b": b2}) == ["a", "b"]
-    assert cmp.beyond_spread(row(10, 0, pw_sd=1), row(7, 0, pw_sd=1), "pairwise_bleu") == pytest.approx(1.0)
-    # a trade-off (c more diverse, d better) leaves both on the frontier
-    assert cmp.frontier({"c": row(30, 40), "d": row(70, 60)}) == ["c", "d"]
 
 
 def test_tune_picks_the_setting_closest_to_the_human_point(monkeypatch):
@@ -107,14 +95,6 @@ def test_distance_does_not_penalise_quality_above_the_human_point():
     human = {"pairwise_bleu": 30.0, "avg_oracle_bleu": 40.0}
     assert cmp.distance({"pairwise_bleu": 33.0, "avg_oracle_bleu": 55.0}, human) == pytest.approx(3.0)
     assert cmp.distance({"pairwise_bleu": 30.0, "avg_oracle_bleu": 36.0}, human) == pytest.approx(4.0)
-
-
-def test_the_strict_frontier_gets_harder_with_a_wider_spread():
-    rows = {"hm": row(40, 60), "beam": row(70, 65), "sampling": row(20, 30)}
-    assert cmp.on_frontier_beyond_spread(rows, "hm")         # more diverse than beam, better than sampling
-    noisy = {"hm": row(40, 60, pw_sd=35, or_sd=35), "beam": row(70, 65), "sampling": row(20, 30)}
-    assert not cmp.on_frontier_beyond_spread(noisy, "hm")     # within the spread of both: not shown
-    assert cmp.frontier(noisy) == ["hm", "beam", "sampling"]  # ... while the lenient frontier keeps everyone
 
 
 def test_choose_lambda_keeps_the_lowest_validation_nll(monkeypatch):

@@ -230,33 +230,6 @@ def summarise(per_seed: list[dict]) -> dict:
     return out
 
 
-def beyond_spread(a: dict, b: dict, metric: str) -> float:
-    """How far a's mean exceeds b's beyond both spreads: mean_a - mean_b - (std_a + std_b)
-    (positive: a is higher beyond the seeds' spread)."""
-    return a[metric] - b[metric] - (a["std"][metric] + b["std"][metric])
-
-
-def dominates(a: dict, b: dict) -> bool:
-    """a beats b on both axes beyond the seeds' spread: more diverse (lower pairwise BLEU) and
-    better (higher average oracle BLEU)."""
-    return beyond_spread(b, a, "pairwise_bleu") > 0 and beyond_spread(a, b, "avg_oracle_bleu") > 0
-
-
-def frontier(rows: dict[str, dict]) -> list[str]:
-    """The methods no other method dominates (beyond the seeds' spread). Lenient: with a wide
-    spread every method is on it; :func:`on_frontier_beyond_spread` is the strict test."""
-    return [n for n, r in rows.items() if not any(dominates(o, r) for m, o in rows.items() if m != n)]
-
-
-def on_frontier_beyond_spread(rows: dict[str, dict], name: str) -> bool:
-    """Against every other method, ``name`` is better beyond the seeds' spread on at least one
-    axis: more diverse (lower pairwise BLEU) or better (higher average oracle BLEU). A wider
-    spread makes this harder to pass, not easier."""
-    me = rows[name]
-    return all(beyond_spread(o, me, "pairwise_bleu") > 0 or beyond_spread(me, o, "avg_oracle_bleu") > 0
-               for n, o in rows.items() if n != name)
-
-
 def method_view(name: str, model, t: Task, sentence: str, k: int, references=(), seed: int = 0, **options):
     """Live: method ``name``'s K hypotheses of one source (a test sentence or one the student
     wrote), the words that differ highlighted; against the source's references when it has
