@@ -1,0 +1,14 @@
+"""Solutions of notebook 06's exercises (nbs.exercises.solution("06_scones_beam_curse", N) prints one)."""
+
+# %% exercise 1
+q = data_probabilities(full, "high")
+full_alpha1 = sum(math.log(sigma_star(p, 1.0)) for p in q)    # sigma* = q at alpha = 1: the softmax's score
+curse_at_alpha1 = True
+
+# %% exercise 2
+full_minus_empty = {name: score(models["high", name], tasks["high"], source, full)
+                    - score(models["high", name], tasks["high"], source, "") for name in MODELS}
+
+# %% exercise 3
+_, _, proven_without_bound, calls_without_bound = exact_dfs(nbs.search.ModelScorer(dfs_model, dfs_src), dfs_max_len,
+                                                            (None, -math.inf), DFS_CALLS)
