@@ -262,3 +262,20 @@ def test_mean_std_is_the_sample_spread_and_one_seed_has_none():
     assert mean_std([1.0, 2.0, 3.0]) == "2.00 ± 1.00"            # sample sd: sqrt(2 / (3 - 1))
     assert mean_std([4.0, 6.0]) == "5.00 ± 1.41"                 # not the population's 1.00
     assert mean_std([45.0]) == "45.00 ± n/a"                     # one seed: no spread, never "± 0.00"
+
+
+def test_sentence_map_distances_are_one_hundred_minus_bleu_for_three_sentences():
+    import numpy as np
+    import nbsupport as nbs
+    # three points always embed exactly in a plane when the distances obey the triangle inequality
+    from nbsupport.lessons.scenarios import sentence_map
+    sents = ["the cat sat on the mat today", "the cat sat on a mat today", "a dog ran in the park at noon"]
+    xy = sentence_map(sents)
+    for i in range(3):
+        for j in range(3):
+            want = 0.0 if i == j else 100 - (nbs.metrics.sentence_bleu(sents[i], sents[j])
+                                             + nbs.metrics.sentence_bleu(sents[j], sents[i])) / 2
+            assert abs(float(np.linalg.norm(xy[i] - xy[j])) - want) < 1e-6
+    assert xy.shape == (3, 2) and xy[0, 0] >= 0 and xy[0, 1] >= 0
+    with pytest.raises(ValueError, match="at least 2"):
+        sentence_map(["one"])

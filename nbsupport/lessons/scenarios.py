@@ -65,3 +65,25 @@ def scenario_sets(refs: Sequence[Sequence[str]], seed: int = 0, damage: float = 
         rng.shuffle(shuffled)
         sets["D"].append(shuffled)
     return sets
+
+
+def sentence_map(sentences: Sequence[str]):
+    """2-D points for ``sentences`` whose distances approximate 100 - sentence BLEU (the mean of
+    both directions, so that the distance is symmetric): classical multidimensional scaling, the
+    picture of seed 000 Fig. 1 drawn from real sentences. Identical sentences get the same point.
+    Returns an (n, 2) numpy array, its sign fixed so that the first sentence has x >= 0, y >= 0."""
+    import numpy as np
+    from ..metrics import sentence_bleu
+
+    n = len(sentences)
+    if n < 2:
+        raise ValueError(f"a map needs at least 2 sentences, got {n}")
+    bleu = np.array([[sentence_bleu(h, r) for r in sentences] for h in sentences])
+    d = 100 - (bleu + bleu.T) / 2
+    np.fill_diagonal(d, 0)
+    j = np.eye(n) - 1 / n
+    vals, vecs = np.linalg.eigh(-0.5 * j @ (d ** 2) @ j)
+    top = np.argsort(vals)[::-1][:2]
+    xy = vecs[:, top] * np.sqrt(np.clip(vals[top], 0, None))
+    xy[:, xy[0] < 0] *= -1
+    return xy

@@ -34,21 +34,24 @@ def quality_diversity(points: Mapping[str, tuple[float, float]], human: tuple[fl
     return _caption(fig, caption)
 
 
-def quality_diversity_curves(curves: Mapping[str, Sequence[tuple[float, float, float, float]]], ks: Sequence[int],
+def quality_diversity_curves(curves: Mapping[str, Sequence[tuple[float, float, float, float]]],
+                             ks: Sequence[int] | Mapping[str, Sequence[int]],
                              human: tuple[float, float] | None = None,
                              quality_label: str = "average oracle BLEU (quality)", caption: str | None = None):
     """One line per method through its points at each K: ``curves[name]`` is a list of
     (pairwise BLEU, quality BLEU, error of pairwise, error of quality), one per K in ``ks``; an
     error is a number (either side) or a pair (below, above) for an asymmetric interval. The first
-    point is marked with its K, the last with the method's name."""
+    point is marked with its K, the last with the method's name. ``ks`` may also map each method to
+    its own Ks (a method not run at every K)."""
     fig, ax = plt.subplots(figsize=(8, 5.5))
     for name, pts in curves.items():
+        its_ks = ks[name] if isinstance(ks, Mapping) else ks
         x, y, dx, dy = zip(*pts)
         dx, dy = (np.transpose([(e, e) if np.ndim(e) == 0 else tuple(e) for e in d]) for d in (dx, dy))   # (2, N): below, above
         line = ax.errorbar(x, y, xerr=dx, yerr=dy, marker="o", ms=4, capsize=2, lw=1.2, label=name)
-        ax.annotate(f"K={ks[0]}", (x[0], y[0]), textcoords="offset points", xytext=(3, -10), fontsize=7,
+        ax.annotate(f"K={its_ks[0]}", (x[0], y[0]), textcoords="offset points", xytext=(3, -10), fontsize=7,
                     color=line[0].get_color())
-        ax.annotate(f"{name} K={ks[-1]}", (x[-1], y[-1]), textcoords="offset points", xytext=(4, 4), fontsize=7,
+        ax.annotate(f"{name} K={its_ks[-1]}", (x[-1], y[-1]), textcoords="offset points", xytext=(4, 4), fontsize=7,
                     color=line[0].get_color())
     if human is not None:
         ax.scatter(*human, marker="*", s=250, color="crimson", zorder=4, label="human")
@@ -194,5 +197,33 @@ def lines(x: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: str
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _caption(fig, caption)
+
+
+def stars_and_dots(panels: Mapping[str, tuple], title: str | None = None, caption: str | None = None):
+    """The seed paper's Fig. 1: one panel per entry ``name -> (reference points, hypothesis points)``,
+    each an (n, 2) array (:func:`nbsupport.lessons.scenarios.sentence_map`): references as red
+    stars, hypotheses as blue dots, on the same scale in every panel."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(4.5, 3.3 * len(panels)), 3.6), squeeze=False)
+    pts = np.concatenate([np.asarray(p) for pair in panels.values() for p in pair])
+    lo, hi = pts.min(axis=0) - 8, pts.max(axis=0) + 8
+    for ax, (name, (refs, hyps)) in zip(axes[0], panels.items()):
+        refs, hyps = np.asarray(refs), np.asarray(hyps)
+        ax.scatter(refs[:, 0], refs[:, 1], marker="*", s=300, color="crimson", label="reference", zorder=2)
+        ax.scatter(hyps[:, 0], hyps[:, 1], s=45, color="royalblue", label="hypothesis", zorder=3)
+        ax.set_xlim(lo[0], hi[0])
+        ax.set_ylim(lo[1], hi[1])
+        ax.set_aspect("equal")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        # the map's axes have no units of their own: distances between points approximate 100 - BLEU
+        ax.set_xlabel("map axis 1 (distance ~ 100 - BLEU)", fontsize=7)
+        ax.set_ylabel("map axis 2", fontsize=7)
+        ax.set_title(name, fontsize=10)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8,
+               bbox_to_anchor=(0.5, -0.06))
     fig.tight_layout()
     return _caption(fig, caption)

@@ -1,0 +1,18 @@
+"""Solutions of notebook 00's exercises (nbs.exercises.solution("00_data_and_metrics", N) prints one)."""
+
+# %% exercise 1
+copies = [refs1[0]] * 4
+copies_scores = {"pairwise_bleu": pairwise([copies]), "avg_oracle_bleu": avg_oracle([copies], [refs1]),
+                 "multi_ref_bleu": multi_ref([copies], [refs1]), "ref_coverage": coverage([copies], [refs1])}
+
+# %% exercise 2
+subtle_features = {"tense", "punctuation"}
+
+# %% exercise 3
+pairs = []
+for hyps, rs in zip(sets["D"], refs):
+    for h in hyps:
+        rest = list(rs)
+        rest.remove(h)                                   # leave this hypothesis's own copy out
+        pairs.append((h, max(rest, key=lambda r: sentence_bleu(h, r))))
+d_loo = corpus_bleu([h for h, _ in pairs], [r for _, r in pairs])
