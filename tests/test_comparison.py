@@ -167,3 +167,24 @@ def test_quality_diversity_curves_take_asymmetric_intervals():
     xs = sorted(float(x) for line in ax.lines for x in line.get_xdata())
     ys = sorted(float(y) for line in ax.lines for y in line.get_ydata())
     assert 48.0 in xs and 56.0 in xs and 39.0 in ys and 43.0 in ys     # 50 - 2, 50 + 6; 40 - 1, 40 + 3
+
+
+def test_quality_diversity_spread_labels_overlap_neither_each_other_nor_markers():
+    import matplotlib
+    matplotlib.use("Agg")
+    from nbsupport.views import plots
+    # six names crowded in a corner of a wide plot: the default offsets make six pairs of them collide
+    points = {f"variant-{i}": (50 + 0.4 * i, 60 + 0.3 * (i % 3)) for i in range(6)} | {"far-a": (10, 20), "far-b": (90, 95)}
+    fig = plots.quality_diversity(points, spread_labels=True, groups={n: n[-1] for n in points})
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts if t.get_text() in points]
+    assert sorted(t.get_text() for t in ax.texts if t.get_text() in points) == sorted(points)
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    # a marker's centre never lies under a name
+    for xy in points.values():
+        px, py = ax.transData.transform(xy)
+        assert not any(b.x0 < px < b.x1 and b.y0 < py < b.y1 for b in boxes)
+    import matplotlib.pyplot as plt
+    plt.close(fig)

@@ -16,22 +16,75 @@ def _caption(fig, caption: str | None):
 
 def quality_diversity(points: Mapping[str, tuple[float, float]], human: tuple[float, float] | None = None,
                       quality_label: str = "average oracle BLEU (quality)",
-                      caption: str | None = None, ax=None):
-    """Seed 000 Fig. 2 / Shen Fig. 2: pairwise BLEU, reversed (right = more diverse), against a
-    quality BLEU. ``points`` maps a system to (pairwise BLEU, quality BLEU)."""
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5.5, 4))
+                      caption: str | None = None, ax=None, *, groups: Mapping[str, str] | None = None,
+                      spread_labels: bool = False):
+    """The seed paper's Fig. 2 / Shen Fig. 2: pairwise BLEU, reversed (right = more diverse), against a
+    quality BLEU. ``points`` maps a system to (pairwise BLEU, quality BLEU).
+
+    Optional, for crowded plots: ``groups`` maps a system to a group name; markers are then
+    coloured by group, with one legend entry per group. ``spread_labels`` places each name where
+    it overlaps no other name or marker (further out, with a thin leader line, when it must; where
+    more than about six names crowd one spot, some may still overlap)."""
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(7.5, 5.5) if spread_labels else (5.5, 4))
+    colours = {}
+    if groups is not None:
+        for g in dict.fromkeys(groups.get(n, "") for n in points):
+            colours[g] = _GROUP_COLOURS[len(colours) % len(_GROUP_COLOURS)]
     for i, (name, (pw, q)) in enumerate(points.items()):
-        ax.scatter(pw, q, s=60, zorder=3)
-        ax.annotate(name, (pw, q), textcoords="offset points", xytext=(6, 6 if i % 2 == 0 else -12))
+        g = groups.get(name, "") if groups is not None else None
+        ax.scatter(pw, q, s=60, zorder=3, **({"color": colours[g], "label": g} if g is not None else {}))
+        if not spread_labels:
+            ax.annotate(name, (pw, q), textcoords="offset points", xytext=(6, 6 if i % 2 == 0 else -12))
     if human is not None:
         ax.scatter(*human, marker="*", s=250, color="crimson", zorder=4, label="human")
-        ax.legend(loc="lower left")
+    if human is not None or groups is not None:
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles))                 # one entry per group
+        ax.legend(unique.values(), unique.keys(), loc="lower left", fontsize=8 if groups is not None else None)
     ax.set_xlabel("pairwise BLEU (reversed: right = more diverse)")
     ax.set_ylabel(quality_label)
+    if spread_labels:
+        ax.margins(x=0.2, y=0.08)                            # room for the names inside the axes
     ax.invert_xaxis()
     ax.grid(alpha=0.3)
     fig.tight_layout()
+    if spread_labels:
+        _place_labels(fig, ax, points, human)
     return _caption(fig, caption)
+
+
+_GROUP_COLOURS = ["C0", "C1", "C2", "C4", "C5", "C6", "C7", "C8", "C9"]   # no red: the human star is crimson
+
+
+def _place_labels(fig, ax, points, human=None):
+    """Annotates each point with its name at the first nearby offset where the text overlaps no
+    name already placed and no marker (greedy, top of the plot first)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    marks = [(ax.transData.transform(xy), 6.0) for xy in points.values()]
+    if human is not None:
+        marks.append((ax.transData.transform(human), 10.0))
+    placed = []
+    steps = [0, 10, -10, 20, -20, 30, -30, 42, -42, 56, -56, 72, -72]
+    offsets = [(dx, dy) for dy in steps for dx in (7, -7)]
+    for name, xy in sorted(points.items(), key=lambda kv: -kv[1][1]):
+        chosen = None
+        for dx, dy in offsets:
+            t = ax.annotate(name, xy, textcoords="offset points", xytext=(dx, dy), fontsize=8, va="center",
+                            ha="left" if dx > 0 else "right",
+                            arrowprops=dict(arrowstyle="-", lw=0.5, color="grey") if abs(dy) > 12 else None)
+            bb = t.get_window_extent(renderer).expanded(1.04, 1.1)
+            inside = ax.bbox.contains(bb.x0, bb.y0) and ax.bbox.contains(bb.x1, bb.y1)
+            hits = any(bb.overlaps(b) for b in placed) or any(
+                bb.x0 - r < p[0] < bb.x1 + r and bb.y0 - r < p[1] < bb.y1 + r for p, r in marks)
+            if inside and not hits:
+                chosen = bb
+                break
+            t.remove()
+        if chosen is None:                                   # nowhere free: the first place
+            t = ax.annotate(name, xy, textcoords="offset points", xytext=offsets[0], fontsize=8, va="center")
+            chosen = t.get_window_extent(renderer)
+        placed.append(chosen)
 
 
 def quality_diversity_curves(curves: Mapping[str, Sequence[tuple[float, float, float, float]]],
