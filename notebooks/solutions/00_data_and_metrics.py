@@ -6,7 +6,8 @@ copies_scores = {"pairwise_bleu": pairwise([copies]), "avg_oracle_bleu": avg_ora
                  "multi_ref_bleu": multi_ref([copies], [refs1]), "ref_coverage": coverage([copies], [refs1])}
 
 # %% exercise 2
-subtle_features = {"tense", "punctuation"}
+subtle = nbs.data.toy(n_train=0, n_dev=0, n_test=cfg.toy_test, style_strength="subtle", seed=SEED).test.refs
+same_mark_pbleu = pairwise([[r.rstrip(".!;") + "." for r in rs] for rs in subtle])
 
 # %% exercise 3
 pairs = []
