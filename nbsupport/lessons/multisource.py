@@ -280,28 +280,31 @@ def attention_maps(model: MultiSourceLSTM, data: MultiSourceData, system: str, i
     return attention_maps_of(model, data, system, {l: s.sources[l][index] for l in data.langs(system)})
 
 
-def attention_html(maps: dict) -> str:
+def attention_html(maps: dict, names=None) -> str:
     """Figure 5 as HTML heat tables, one per source: rows the output tokens, columns the
-    source's tokens in reading order, each cell's weight printed and shaded (darker = larger)."""
+    source's tokens in reading order, each cell's weight printed and shaded (darker = larger).
+    ``names`` (optional, language code -> display name) labels the sources."""
     from ..views.live import heat_table
     return "".join(heat_table(maps["output"], src["tokens"], src["weights"], log=False,
-                              title=f"attention on source {src['lang']} (reading order)") for src in maps["sources"])
+                              title=f"attention on source {(names or {}).get(src['lang'], src['lang'])} (reading order)") for src in maps["sources"])
 
 
-def translation_html(model: MultiSourceLSTM, data: MultiSourceData, system: str, sources: dict, beam: int = 1) -> str:
+def translation_html(model: MultiSourceLSTM, data: MultiSourceData, system: str, sources: dict, beam: int = 1,
+                     names=None) -> str:
     """What ``system`` answers for ``sources`` (language code -> text), decoded live: its
     translation (greedy, or the 1-best of a beam), and for an attention system the attention
-    weights of each source behind every output token."""
+    weights of each source behind every output token. ``names`` (optional, language code -> display
+    name) labels the sources, e.g. {"xa": "fr"}."""
     from ..views.widgets import escape
     how = "greedy" if beam == 1 else f"beam {beam}"
-    langs = data.langs(system)
+    langs = [(names or {}).get(l, l) for l in data.langs(system)]
     if model.config.attention == "none":
         text = data.tgt_vocab.decode(decode_sources(model, data, system, sources, beam))
         note = " (no attention: the decoder sees the sources only through the combined final states)"
         return f"<b>{escape(system)}</b> reads {escape(' + '.join(langs))}, {how}: <b>{escape(text)}</b>{escape(note)}"
     maps = attention_maps_of(model, data, system, sources, beam)
     return (f"<b>{escape(system)}</b> reads {escape(' + '.join(langs))}, {how}: <b>{escape(maps['text'])}</b>"
-            f"<div>{attention_html(maps)}</div>")
+            f"<div>{attention_html(maps, names)}</div>")
 
 
 def floor_nll(corpus: Corpus, langs, meaning, reference: str) -> float:

@@ -210,12 +210,13 @@ def sample_view(model, src_vocab, tgt_vocab, sentence: str, temperature: float =
                                     f"{len(set(texts))} distinct"))
 
 
-def composed_view(corpus, translate=None, seed: int = 0, **parts):
+def composed_view(corpus, translate=None, seed: int = 0, names=None, **parts):
     """A meaning composed from the toy grammar's parts (``parts``: subject, verb, object,
     subject_adj, object_adj, place, as :func:`nbsupport.data.synthetic.meaning_parts`): its
     source sentence in each of the corpus' languages, which source words merge several senses,
     how each style renders it in English, and, with ``translate`` (a function of the
-    {language: source} dict returning HTML or text), the model's answer."""
+    {language: source} dict returning HTML or text), the model's answer. ``names`` (optional,
+    language code -> display name) labels the sources, e.g. {"xa": "fr"}."""
     from ..data import synthetic
     if parts.get("subject") is not None and parts.get("subject") == parts.get("object"):
         # a state the dropdowns offer, not bad input: say what to do instead of an error
@@ -230,7 +231,7 @@ def composed_view(corpus, translate=None, seed: int = 0, **parts):
     for name, text in sources.items():
         merged = {w: s for w, s in synthetic.ambiguous_nouns(langs[name]).items() if w in text.split()}
         note = "; ".join(f"{w!r} = {' or '.join(s)}" for w, s in merged.items())
-        out.append(_line(f"source ({name}):", text + (f"   [merged senses: {note}]" if note else "")))
+        out.append(_line(f"source ({(names or {}).get(name, name)}):", text + (f"   [merged senses: {note}]" if note else "")))
     refs = synthetic.renderings(corpus, m, seed)
     out.append(compare_table([f"style {s}" for s, _ in refs], [r for _, r in refs], column="English",
                              title="how each style of the references renders this meaning"))

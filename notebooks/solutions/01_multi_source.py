@@ -5,10 +5,7 @@ fr_merged = [n for n in NOUNS if len(senses(["fr"], n)) > 1]
 decided = [n for n in fr_merged if len(senses(["fr", "close"], n)) == 1]
 
 # %% exercise 2
-outside = {}
-for D in (2, 10):
-    a = local_p_attention(h_t[0], states[0], S, att.w_p.weight, att.v_p.weight[0], att.w_a.weight.T, D)[1]
-    outside[D] = int((a == 0).sum())
+outside = {D: int((weights(D)[1] == 0).sum()) for D in (2, 10)}
 
 # %% exercise 3
 de_original = test.sources[code["de"]][ex]
