@@ -6,9 +6,9 @@ human_mr = sum(nbs.metrics.corpus_bleu([source_refs[m]], [[r for j, r in enumera
                for m in range(S)) / S
 
 # %% exercise 2
-by_coverage = sorted(AT[K_EX], key=lambda n: rows[n, K_EX]["coverage"], reverse=True)
+by_coverage = sorted(METHODS, key=lambda n: rows[n, K_EX]["coverage"], reverse=True)
 
 # %% exercise 3
-LATENT = "hard_moe" if "hard_moe" in AT[k_big] else next(n for n in AT[k_big] if not nbs.comparison.uses_the_baseline(n))
+LATENT = "hard_moe"
 sets = hyps[LATENT, k_big, SEEDS[0]]
 repeated = sum(len(set(hs)) < k_big for hs in sets) / len(sets)
