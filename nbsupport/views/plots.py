@@ -254,10 +254,12 @@ def lines(x: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: str
     return _caption(fig, caption)
 
 
-def stars_and_dots(panels: Mapping[str, tuple], title: str | None = None, caption: str | None = None):
+def stars_and_dots(panels: Mapping[str, tuple], title: str | None = None, caption: str | None = None,
+                   labels: tuple | None = None):
     """The seed paper's Fig. 1: one panel per entry ``name -> (reference points, hypothesis points)``,
     each an (n, 2) array (:func:`nbsupport.lessons.scenarios.sentence_map`): references as red
-    stars, hypotheses as blue dots, on the same scale in every panel."""
+    stars, hypotheses as blue dots, on the same scale in every panel. ``labels``, optional:
+    (reference names, hypothesis names), written beside the points of every panel."""
     fig, axes = plt.subplots(1, len(panels), figsize=(max(4.5, 3.3 * len(panels)), 3.6), squeeze=False)
     pts = np.concatenate([np.asarray(p) for pair in panels.values() for p in pair])
     lo, hi = pts.min(axis=0) - 8, pts.max(axis=0) + 8
@@ -265,6 +267,10 @@ def stars_and_dots(panels: Mapping[str, tuple], title: str | None = None, captio
         refs, hyps = np.asarray(refs), np.asarray(hyps)
         ax.scatter(refs[:, 0], refs[:, 1], marker="*", s=300, color="crimson", label="reference", zorder=2)
         ax.scatter(hyps[:, 0], hyps[:, 1], s=45, color="royalblue", label="hypothesis", zorder=3)
+        if labels is not None:
+            for pts_, texts, color, dy in ((refs, labels[0], "crimson", 6), (hyps, labels[1], "royalblue", -12)):
+                for (x, y), text in zip(pts_, texts):
+                    ax.annotate(text, (x, y), xytext=(6, dy), textcoords="offset points", fontsize=8, color=color)
         ax.set_xlim(lo[0], hi[0])
         ax.set_ylim(lo[1], hi[1])
         ax.set_aspect("equal")
