@@ -25,7 +25,7 @@ from sacrebleu.metrics import BLEU
 Sets = Sequence[Sequence[str]]
 
 _CORPUS = BLEU()
-# seed 000 footnote 4: sentence BLEU with +1 smoothing for n > 1 (sacrebleu's add-k, k=1,
+# the seed paper footnote 4: sentence BLEU with +1 smoothing for n > 1 (sacrebleu's add-k, k=1,
 # which sacrebleu applies to n > 1 only).
 _SENTENCE = BLEU(smooth_method="add-k", smooth_value=1, effective_order=True)
 
@@ -122,7 +122,7 @@ def bleu_and_length(hyps: Sequence[str], refs: Sets) -> dict[str, float]:
 
 
 def sentence_bleu(hyp: str, ref: str) -> float:
-    """Sentence BLEU against one reference, +1 smoothing for n > 1 (seed 000 footnote 4)."""
+    """Sentence BLEU against one reference, +1 smoothing for n > 1 (the seed paper footnote 4)."""
     if not isinstance(hyp, str) or not isinstance(ref, str):
         raise TypeError(f"sentence_bleu takes two strings, got {type(hyp).__name__} and {type(ref).__name__}")
     return _SENTENCE.sentence_score(hyp, [ref]).score
@@ -191,7 +191,7 @@ def oracle_assignment(hyps: Sets, refs: Sets, rng: random.Random | None = None) 
 
 
 def avg_oracle_bleu(hyps: Sets, refs: Sets) -> float:
-    """Average oracle BLEU (seed 000 section 4): each hypothesis paired with the reference of
+    """Average oracle BLEU (the seed paper section 4): each hypothesis paired with the reference of
     highest sentence BLEU (first maximum on ties), then corpus BLEU of those pairs."""
     assignment = oracle_assignment(hyps, refs)
     sys_, rs = [], []
@@ -203,7 +203,7 @@ def avg_oracle_bleu(hyps: Sets, refs: Sets) -> float:
 
 
 def ref_coverage(hyps: Sets, refs: Sets, seed: int = 0) -> float:
-    """Reference coverage (seed 000 section 4): pair each hypothesis with its best reference
+    """Reference coverage (the seed paper section 4): pair each hypothesis with its best reference
     (ties broken by an RNG seeded with ``seed``); the mean number of distinct references
     matched per source. Between 1 and min(K, M).
 

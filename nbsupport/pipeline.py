@@ -56,7 +56,7 @@ def toy_task(cfg: Profile | str, seed: int = 0, trilingual: bool = False, src_la
 
 def bible_task(cfg: Profile | str, src: str = "e", targets=bible.ENGLISH_REFERENCES) -> Task:
     """The Bible, ``src`` -> English, every target version a separate training pair
-    (seed 000 section 5.1), sentencepiece vocabularies trained on the training books. ``cfg``:
+    (the seed paper section 5.1), sentencepiece vocabularies trained on the training books. ``cfg``:
     a :class:`Profile` or its name; ``src``: a Bible version code (see ``bible.VERSIONS``)."""
     cfg = profile(cfg)
     corpus = bible.corpus(sources=(src,), targets=targets, **cfg.bible_limits())

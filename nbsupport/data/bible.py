@@ -246,7 +246,7 @@ def corpus(sources=("e",), targets=ENGLISH_REFERENCES, test_limit: int | None = 
     """The Bible as a :class:`~nbsupport.data.synthetic.Corpus`: ``sources`` are version codes (the
     first is the primary source), every split carries all ``targets`` as references with
     their codes as labels. Train on ``corpus.train.pairs()``: every target version becomes a
-    separate training pair (seed 000 section 5.1)."""
+    separate training pair (the seed paper section 5.1)."""
     from .synthetic import Corpus, Split
     sources, targets = check_codes(sources), check_codes(targets)
 

@@ -1,5 +1,5 @@
 """What did each latent value learn? Confusion with known styles, purity, the words whose
-frequency differs most across latent values (seed 000 Table 4), and difference marking."""
+frequency differs most across latent values (the seed paper Table 4), and difference marking."""
 from __future__ import annotations
 
 import random
@@ -57,13 +57,13 @@ def word_preferences(hyps: Sequence[Sequence[str]], top: int = 10, min_count: in
 
 # --------------------------------------------------------------------------- mixture degeneracies (Shen et al. §3)
 # Calibrated on the papers' own labelled rows (tests/test_mixture.py holds them all):
-# * D1 (one expert trained, Shen Table 7 online + independent; seed 000 Table 2): every other
+# * D1 (one expert trained, Shen Table 7 online + independent; the seed paper Table 2): every other
 #   latent decodes at <= 0.023 of the best latent's BLEU; in every healthy row the second-best
 #   latent reaches >= 0.61 of the best (Table 7 offline independent hMlp: 15.8 of 25.7). Any
 #   ratio in (0.023, 0.61] agrees with all of them; 0.2 leaves a factor of 3 or more to each side.
 # * D2 (latent ignored): the lowest pairwise BLEU the papers call D2 is 87.6 (Shen Table 1, hMup
 #   with dropout in E&M); the highest of a model they call healthy is 80.4 (Shen Table 5, sMup
-#   en-fr, "well performing"), and seed 000 Table 2 gives beam search 84.8 with no failure. Any
+#   en-fr, "well performing"), and the seed paper Table 2 gives beam search 84.8 with no failure. Any
 #   threshold in (84.8, 87.6] agrees with all of them; 86 sits inside.
 D1_RATIO = 0.2
 D2_PAIRWISE = 86.0
@@ -147,7 +147,7 @@ def set_dropout(model, p: float) -> None:
 
 
 def estep_flips(model, src, tgt_in, tgt_out, p: float, seed: int = 0) -> dict:
-    """Seed 000 Fig. 3 / Shen Fig. 4: how often dropout p changes the E-step's argmin z.
+    """The seed paper's Fig. 3 / Shen Fig. 4: how often dropout p changes the E-step's argmin z.
     Returns the flip rate, the mean NLL gap between the best and second-best latent (no
     dropout), the mean absolute change dropout makes to a sentence's NLL, and the mean
     ``relative_noise`` (:func:`flip_details`)."""

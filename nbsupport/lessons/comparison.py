@@ -29,7 +29,7 @@ METHODS = ("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "h
            "target_conditioning")
 DECODING = ("sampling", "topk", "nucleus", "beam", "diverse_beam")       # the baseline, K hypotheses each
 # the decoding baselines' grids, searched on the dev set for every K (the papers tune top-k and
-# diverse beam by grid search: seed 000 section 5, Shen et al. section 5); sampling and beam have none
+# diverse beam by grid search: the seed paper section 5, Shen et al. section 5); sampling and beam have none
 GRIDS = {"topk": {"top_k": (2, 3, 5, 10)},
          "nucleus": {"top_p": (0.5, 0.7, 0.9, 0.95)},
          "diverse_beam": {"diversity": (0.2, 0.5, 1.0, 2.0)}}
@@ -157,7 +157,7 @@ def distance(point: dict, human: dict, quality: str = "avg_oracle_bleu") -> floa
     """Distance to the human point in the (pairwise BLEU, ``quality``) plane, the ranking's and the
     dev-set tuning's criterion: the pairwise BLEU gap either way, the quality gap only where the
     point is *worse* than the human point. (The human point is leave-one-out, each reference scored
-    against the others only: a system can rightly exceed it, seed 000 footnote 5, and is not
+    against the others only: a system can rightly exceed it, the seed paper footnote 5, and is not
     penalised for that.) Notebook 08 uses ``quality="multi_ref_bleu"``, which scores the systems
     leave-one-out too (Shen et al. section 4)."""
     return math.hypot(point["pairwise_bleu"] - human["pairwise_bleu"],

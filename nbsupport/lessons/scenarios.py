@@ -1,4 +1,4 @@
-"""Hand-made hypothesis sets for the four scenarios of seed 000 Fig. 1 (Shen et al. Fig. 1),
+"""Hand-made hypothesis sets for the four scenarios of the seed paper Fig. 1 (Shen et al. Fig. 1),
 built from real references so the metrics can be watched on them."""
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def scenario_sets(refs: Sequence[Sequence[str]], seed: int = 0, damage: float = 
 def sentence_map(sentences: Sequence[str]):
     """2-D points for ``sentences`` whose distances approximate 100 - sentence BLEU (the mean of
     both directions, so that the distance is symmetric): classical multidimensional scaling, the
-    picture of seed 000 Fig. 1 drawn from real sentences. Identical sentences get the same point.
+    picture of the seed paper Fig. 1 drawn from real sentences. Identical sentences get the same point.
     Returns an (n, 2) numpy array, its sign fixed so that the first sentence has x >= 0, y >= 0."""
     import numpy as np
     from ..metrics import sentence_bleu

@@ -1,4 +1,4 @@
-"""The hard-EM step of Hard-MoE (seed 000 Algorithm 1): score every sentence under every
+"""The hard-EM step of Hard-MoE (the seed paper Algorithm 1): score every sentence under every
 latent value, give each sentence to the value that explains it best (the E-step), then train
 that value on it (the M-step, :meth:`Transformer.training_loss`)."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ def estep_nll(model, src, tgt_in, tgt_out, e_step_mode: str = "eval", chunk: int
     autocast (at initialisation the experts differ by under a nat: bf16 rounding would decide
     the argmin). The encoder runs once; the K latent values are scored in batched decoder
     passes. In "eval" mode dropout is off (the paper's fix); in "train" mode dropout noise
-    enters the choice (the failure of seed 000 section 5.4)."""
+    enters the choice (the failure of the seed paper section 5.4)."""
     was_training = model.training
     model.train(e_step_mode == "train")
     with torch.no_grad(), torch.autocast(tgt_in.device.type, enabled=False):
@@ -23,5 +23,5 @@ def estep_nll(model, src, tgt_in, tgt_out, e_step_mode: str = "eval", chunk: int
 
 
 def hard_em_assign(model, src, tgt_in, tgt_out, e_step_mode: str = "eval", chunk: int | None = None) -> torch.Tensor:
-    """E-step of Hard-MoE (seed 000 Algorithm 1): the argmin over z of :func:`estep_nll`."""
+    """E-step of Hard-MoE (the seed paper Algorithm 1): the argmin over z of :func:`estep_nll`."""
     return estep_nll(model, src, tgt_in, tgt_out, e_step_mode, chunk).argmin(dim=1)

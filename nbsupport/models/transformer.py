@@ -1,6 +1,6 @@
 """A small pre-LayerNorm Transformer encoder-decoder with a latent variable as BOS.
 
-Seed 000 section 3.2: the mixture's K "experts" share every parameter except a table of K
+The seed paper's section 3.2: the mixture's K "experts" share every parameter except a table of K
 latent embeddings; the embedding of latent value z *replaces* the decoder's first input
 (the BOS token). ``n_latent = 1`` is the plain baseline: no table, the BOS embedding.
 
@@ -314,7 +314,7 @@ class Transformer(nn.Module, Family):
         return "latent_greedy" if self.config.n_latent > 1 else "beam"
 
     def training_loss(self, batch: Batch, progress: float, cfg):
-        """A plain model minimises its loss; a latent model does Algorithm 1 of seed 000 (the
+        """A plain model minimises its loss; a latent model does Algorithm 1 of the seed paper (the
         E-step, then a train-mode step with the chosen z). Returns (loss, z or None)."""
         from ..losses import token_loss
         from .hard_em import hard_em_assign

@@ -147,7 +147,7 @@ def _scores_under_each_latent(model, src, ids, z: int):
 
 
 def fixed_latent_view(model, src_vocab, tgt_vocab, sentences: Sequence[str], z: int = 0, name: str = "z"):
-    """One latent value over many sources at once (seed 000 Table 4, live): does z always write
+    """One latent value over many sources at once (the seed paper Table 4, live): does z always write
     the same style?"""
     k = model.config.n_latent
     check_latent(z, k, name)
