@@ -395,6 +395,13 @@ def test_perplexity_floor_and_noun_hits_on_the_toy():
     acc = nbs.multisource.merged_noun_accuracy(data.corpus, wrong)
     for k, v in h.items():
         assert acc[k] == pytest.approx(v[:, 0].sum() / v[:, 1].sum())
+    # by hand, from the meanings: every noun right except sentence 0's two
+    from nbsupport.data.synthetic import NOUNS
+    merged = {NOUNS.index(n) for m in data.corpus.info["merged_nouns"].values() for senses in m.values() for n in senses}
+    kinds = [["merged nouns" if n in merged else "other nouns" for n in (m.subj, m.obj)] for m in data.corpus.test.meanings]
+    for k in acc:
+        total, missed = sum(ks.count(k) for ks in kinds), kinds[0].count(k)
+        assert acc[k] == pytest.approx((total - missed) / total)
     with pytest.raises(ValueError, match="hypotheses for"):
         nbs.multisource.merged_noun_hits(data.corpus, refs[:3])
 

@@ -346,7 +346,9 @@ def perplexity_floor(data: MultiSourceData, system: str, split: str = "test") ->
 def merged_noun_hits(corpus: Corpus, hyps: list[str], split: str = "test") -> dict:
     """Per sentence, for "merged nouns" and "other nouns" (:func:`merged_noun_accuracy`): an
     (n, 2) array of the nouns translated right and the nouns there were (0, 1 or 2 each), so
-    that a bootstrap can resample the sentences (accuracy = resampled right / resampled total)."""
+    that a bootstrap can resample the sentences (accuracy = resampled right / resampled total).
+    Nouns are read from the output in order (the toy's one style is active voice: subject first,
+    object second)."""
     import numpy as np
     from ..data.synthetic import NOUNS
     merged = {NOUNS.index(n) for m in corpus.info["merged_nouns"].values() for senses in m.values() for n in senses}
@@ -366,14 +368,6 @@ def merged_noun_accuracy(corpus: Corpus, hyps: list[str], split: str = "test") -
     """On the trilingual toy: the share of subject/object nouns translated right, among the
     nouns the source languages merge (each language merges the same eight nouns, paired
     differently: one source leaves a 50/50 guess, the two together determine the noun) and
-    among the other nouns. Nouns are read from the output in order (the toy's one style is
-    active voice: subject first, object second)."""
-    from ..data.synthetic import NOUNS
-    merged = {NOUNS.index(n) for m in corpus.info["merged_nouns"].values() for senses in m.values() for n in senses}
-    hits = {"merged nouns": [], "other nouns": []}
-    for meaning, hyp in zip(corpus.split(split).meanings, hyps):
-        found = [w for w in hyp.replace(".", " ").split() if w in NOUNS]
-        for slot, noun in enumerate((meaning.subj, meaning.obj)):
-            ok = len(found) > slot and found[slot] == NOUNS[noun]
-            hits["merged nouns" if noun in merged else "other nouns"].append(ok)
-    return {k: sum(v) / len(v) if v else float("nan") for k, v in hits.items()}
+    among the other nouns (the totals of :func:`merged_noun_hits`)."""
+    totals = {k: h.sum(0) for k, h in merged_noun_hits(corpus, hyps, split).items()}
+    return {k: float(right / n) if n else float("nan") for k, (right, n) in totals.items()}
