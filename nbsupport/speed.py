@@ -37,3 +37,12 @@ def training_speed(model, batches: list, cfg: TrainConfig, warmup_steps: int = 2
     """Target tokens per second of ``training_step`` over ``batches`` (after a few untimed steps)."""
     tokens = sum(int((tgt_out != PAD).sum()) for _, _, tgt_out, _ in batches[warmup_steps:])
     return tokens / step_seconds({"model": model}, batches, cfg, 1, warmup_steps)["model"][0]
+
+
+def round_ratio(seconds: dict, a, b):
+    """Model ``a``'s tokens/s over model ``b``'s from :func:`step_seconds` (the same batches, so b's
+    seconds over a's), round by round: an Interval of the median round and the range of rounds
+    (not a confidence interval)."""
+    from .stats import Interval
+    per_round = sorted(tb / ta for ta, tb in zip(seconds[a], seconds[b]))
+    return Interval(per_round[len(per_round) // 2], per_round[0], per_round[-1])

@@ -264,7 +264,9 @@ def paired_bleu(hyps_a: Sequence[str], hyps_b: Sequence[str], refs, resamples: i
 @dataclass(frozen=True)
 class Claim:
     """A paper's statement tested on this run: the paper expects ``estimate`` ``direction``
-    ``threshold`` (">" or "<"); ``cites`` names the statement."""
+    ``threshold`` (">" or "<"); ``cites`` names the statement. ``undecided_because``: a reason the
+    run cannot decide the statement whatever the interval says (its models did not converge, say):
+    the verdict is then "not decided", and ``interval_verdict`` keeps what the interval alone says."""
     statement: str
     cites: str
     direction: str
@@ -272,34 +274,46 @@ class Claim:
     estimate: float
     ci_low: float
     ci_high: float
+    undecided_because: str | None = None
 
     @property
-    def verdict(self) -> str:
+    def interval_verdict(self) -> str:
         above, below = self.ci_low > self.threshold, self.ci_high < self.threshold
         if not (above or below):
             return "not decided"
         return "holds" if above == (self.direction == ">") else "contradicted"
 
+    @property
+    def verdict(self) -> str:
+        return "not decided" if self.undecided_because else self.interval_verdict
+
     def to_dict(self) -> dict:
-        return {"verdict": self.verdict, "estimate": self.estimate, "ci_low": self.ci_low, "ci_high": self.ci_high,
-                "direction": self.direction, "threshold": self.threshold, "cites": self.cites}
+        d = {"verdict": self.verdict, "estimate": self.estimate, "ci_low": self.ci_low, "ci_high": self.ci_high,
+             "direction": self.direction, "threshold": self.threshold, "cites": self.cites}
+        if self.undecided_because:
+            d.update(interval_verdict=self.interval_verdict, undecided_because=self.undecided_because)
+        return d
 
     def __str__(self) -> str:
+        value = f"{self.estimate:.2f} [{self.ci_low:.2f}, {self.ci_high:.2f}] {self.direction} {self.threshold:g}"
+        if self.undecided_because:
+            return (f"[NOT DECIDED: {self.undecided_because}] {self.statement} ({self.cites}): {value} "
+                    f"(the interval alone: {self.interval_verdict})")
         mark = {"holds": "holds", "not decided": "NOT DECIDED", "contradicted": "CONTRADICTED"}[self.verdict]
-        return (f"[{mark}] {self.statement} ({self.cites}): {self.estimate:.2f} [{self.ci_low:.2f}, {self.ci_high:.2f}] "
-                f"{self.direction} {self.threshold:g}")
+        return f"[{mark}] {self.statement} ({self.cites}): {value}"
 
 
 def claim(statement: str, value: Interval | Resampled, direction: str = ">", threshold: float = 0.0,
-          cites: str = "") -> Claim:
+          cites: str = "", undecided_because: str | None = None) -> Claim:
     """The paper's statement that ``value`` (a difference, or a quantity against ``threshold``) is
-    ``direction`` (">" or "<") ``threshold``, tested with the value's interval."""
+    ``direction`` (">" or "<") ``threshold``, tested with the value's interval (not decided, whatever
+    the interval, when ``undecided_because`` gives a reason)."""
     if direction not in (">", "<"):
         raise ValueError(f"direction must be '>' or '<', got {direction!r}")
     iv = value.interval() if isinstance(value, Resampled) else value
     if any(math.isnan(x) for x in (iv.estimate, iv.ci_low, iv.ci_high)):
         raise ValueError(f"{statement!r}: the value or its interval is NaN")
-    return Claim(statement, cites, direction, float(threshold), iv.estimate, iv.ci_low, iv.ci_high)
+    return Claim(statement, cites, direction, float(threshold), iv.estimate, iv.ci_low, iv.ci_high, undecided_because)
 
 
 def seed_interval(values: Sequence[float], bootstrap: Interval | None = None) -> Interval:

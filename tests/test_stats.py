@@ -168,6 +168,9 @@ def test_run_claim_that_cannot_be_decided_records_not_decided_with_its_reason(ca
     assert (b["estimate"], b["ci_low"], b["ci_high"]) == (1.0, 0.5, 1.5)
     out = capsys.readouterr().out
     assert "[holds] a holds" in out and "[NOT DECIDED: not converged: m] b would hold" in out
+    # the Claim returned says the same as the record
+    c = stats.claim("c would hold", stats.Interval(1.0, 0.5, 1.5), ">", 0, "paper", undecided_because="why")
+    assert (c.verdict, c.interval_verdict) == ("not decided", "holds") and c.to_dict()["undecided_because"] == "why"
 
 
 def test_largest_gap_and_ratio_by_hand():
@@ -181,3 +184,10 @@ def test_largest_gap_and_ratio_by_hand():
     assert stats.claim("similar", gap, "<", 1.0).verdict == "not decided"        # resamples 3, 3, 0.5 straddle 1
     r = stats.ratio(a, base, 100)
     assert r.estimate == pytest.approx(110.0) and r.values.tolist() == pytest.approx([130.0, 100.0, 106.25])
+
+
+def test_round_ratio_is_the_median_round_and_the_range_of_rounds():
+    from nbsupport.speed import round_ratio
+    # a takes 1, 2, 4 s per round, b 2, 2, 2 s: a runs at 2, 1 and 0.5 times b's speed
+    r = round_ratio({"a": [1.0, 2.0, 4.0], "b": [2.0, 2.0, 2.0]}, "a", "b")
+    assert (r.estimate, r.ci_low, r.ci_high) == (1.0, 0.5, 2.0)

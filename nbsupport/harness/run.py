@@ -89,15 +89,9 @@ class Run:
         decide the statement whatever the interval says (its models did not converge, say): the
         verdict is then "not decided", recorded with the reason and the interval's own verdict."""
         from ..stats import claim
-        c = claim(statement, value, direction, threshold, cites)
-        entry = c.to_dict()
-        if undecided_because:
-            entry.update(verdict="not decided", interval_verdict=c.verdict, undecided_because=undecided_because)
-            print(f"[NOT DECIDED: {undecided_because}] {statement} ({cites}): {c.estimate:.2f} [{c.ci_low:.2f}, "
-                  f"{c.ci_high:.2f}] {c.direction} {c.threshold:g} (the interval alone: {c.verdict})")
-        else:
-            print(c)
-        self.results.setdefault("claims", {})[statement] = entry
+        c = claim(statement, value, direction, threshold, cites, undecided_because)
+        self.results.setdefault("claims", {})[statement] = c.to_dict()
+        print(c)
         return c
 
     def sanity(self, statement: str, ok: bool) -> bool:
