@@ -103,7 +103,15 @@ def source_text(cell: dict) -> str:
 
 
 def first_markdown(nb: dict) -> str:
-    return next((source_text(c) for c in nb["cells"] if c["cell_type"] == "markdown"), "")
+    """The lesson's opening: its markdown cells before the first code cell (title, question, what
+    it follows), one cell or several."""
+    opening = []
+    for c in nb["cells"]:
+        if c["cell_type"] == "code":
+            break
+        if c["cell_type"] == "markdown":
+            opening.append(source_text(c))
+    return "\n\n".join(opening)
 
 
 def follows_text(first_cell: str) -> str:
