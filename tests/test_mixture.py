@@ -496,7 +496,9 @@ def test_resampled_per_latent_bleu_matches_the_table_and_resamples_the_sources()
     # a resample that draws every source once is the test set itself
     whole = stats.Resamples(len(hyps), resamples=1, seed=0)
     whole.counts[:] = 1.0
-    assert resampled(hyps, t, whole, seed=4)["per_latent_1ref"][0].values[0] == pytest.approx(r["per_latent_1ref"][0].estimate)
+    again = resampled(hyps, t, whole, seed=4)
+    assert again["per_latent_1ref"][0].values[0] == pytest.approx(r["per_latent_1ref"][0].estimate)
+    assert again["pairwise_bleu"].values[0] == pytest.approx(metrics.pairwise_bleu(hyps))
 
 
 def test_vnmt_probe_reads_zero_kl_when_the_posterior_is_the_prior():

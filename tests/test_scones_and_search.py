@@ -296,7 +296,7 @@ def test_exact_sweep_scores_the_empty_translation_of_the_same_sentences():
 
 def test_batched_exact_sweep_finds_the_dfs_optimum_and_flags_search_errors():
     """exact_sweep with batch_size (best first) returns the depth-first search's scores and proofs;
-    per-sentence search-error flags average to search_errors."""
+    a search error is flagged only where the beam output differs from exact search's translation."""
     from nbsupport.lessons import beam_curse
     model, src_v, tgt_v, srcs, refs = _tiny_setup(13)
     sweep = beam_curse.beam_sweep(model, src_v, tgt_v, srcs, refs, [1, 4])
@@ -305,9 +305,15 @@ def test_batched_exact_sweep_finds_the_dfs_optimum_and_flags_search_errors():
     bfs = beam_curse.exact_sweep(model, src_v, tgt_v, srcs, refs, 5000, candidates=cands, batch_size=16)
     assert dfs["proven"] == bfs["proven"] == [True] * len(srcs)
     assert bfs["scores"] == pytest.approx(dfs["scores"], abs=1e-4)
+    matched = 0
     for b in (1, 4):
         flags = beam_curse.search_error_flags(model, src_v, srcs, sweep[b]["tokens"], bfs["scores"])
-        assert sum(flags) / len(flags) == beam_curse.search_errors(model, src_v, srcs, sweep[b]["tokens"], bfs["scores"])
+        # a beam output that is exact search's translation is no search error; a flagged one differs from it
+        same = [list(t) == list(e) for t, e in zip(sweep[b]["tokens"], bfs["tokens"])]
+        assert not any(f and s for f, s in zip(flags, same))
+        matched += sum(same)
+        assert beam_curse.search_errors(model, src_v, srcs, sweep[b]["tokens"], bfs["scores"]) == sum(flags) / len(flags)
+    assert matched > 0                                   # the check above met sentences where beam found the optimum
 
 
 def test_resampled_quality_estimates_are_the_metrics_and_subsets_are_their_own_corpus():
