@@ -447,7 +447,7 @@ def test_training_line_and_over_seed_values():
     from nbsupport.lessons.mixture_runs import over_seed_values, training_line
     from nbsupport.stats import Resampled
     line = training_line("m", SimpleNamespace(epochs=[{"valid_nll": 2.0}, {"valid_nll": 1.0}]))
-    assert line == "m: validation NLL/token by epoch 2.000 1.000 (last epoch -50.0%: NOT converged)"
+    assert line == "m: validation NLL/token by epoch 2.000 1.000 (last epoch -50.00%: NOT converged)"
     one = Resampled(1.0, np.array([0.5, 1.5]))
     assert over_seed_values([one]) is one
     two = over_seed_values([one, Resampled(3.0, np.array([2.0, 4.0]))])

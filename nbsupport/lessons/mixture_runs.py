@@ -154,10 +154,11 @@ def last_drop(history) -> float:
 
 
 def training_line(name: str, history) -> str:
-    """One line on how training went: the validation NLL per epoch and whether it converged."""
+    """One line on how training went: the validation NLL per epoch and whether it converged (the
+    last epoch's change to two decimals, so that one just at the tolerance reads as such)."""
     v = " ".join(f"{e['valid_nll']:.3f}" for e in history.epochs)
     state = "converged" if converged(history) else "NOT converged"
-    return f"{name}: validation NLL/token by epoch {v} (last epoch {-last_drop(history):+.1%}: {state})"
+    return f"{name}: validation NLL/token by epoch {v} (last epoch {-last_drop(history):+.2%}: {state})"
 
 
 def over_seed_values(per_seed):
