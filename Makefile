@@ -10,7 +10,7 @@ DATA_STAMP := data/.prepared-stamp
 # papermill and JupyterLab find the venv's own python3 kernel first; nothing is registered globally.
 export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
 
-.PHONY: setup data test notebooks lab test-kernels test-browser bench strip clean smoke-full
+.PHONY: setup data test notebooks reproduce lab test-kernels test-browser bench strip clean smoke-full
 
 setup: $(STAMP)
 
@@ -33,6 +33,11 @@ test: data
 
 notebooks: data
 	$(PY) -m nbsupport.harness.run_notebooks --profile lab
+
+# the five papers' reproductions (notebooks/reproductions/): every claim over 3 model seeds at lab,
+# sharing the lessons' model cache (a lesson's model is seed 0); verdicts in build/notebooks/<paper>.json
+reproduce: data
+	$(PY) -m nbsupport.harness.run_notebooks --reproductions --profile lab
 
 lab: data
 	$(VENV)/bin/jupyter lab notebooks/

@@ -35,6 +35,8 @@ class Profile:
     mixture: dict = field(default_factory=dict)       # notebooks 03-04: mixture runs (toy size, epochs, seeds)
     compare: dict = field(default_factory=dict)       # notebook 08: methods, K sweep, seeds, toy model, the Bible's K
     max_steps: int | None = None                      # every training run stops after this many steps (smoke runs)
+    # the reproduction notebooks (notebooks/reproductions/): model seeds per claim, and each paper's settings
+    reproduction: dict = field(default_factory=dict)
 
     def bible_limits(self) -> dict:
         """The Bible splits' sizes as :func:`nbsupport.data.bible.corpus` takes them."""
@@ -85,6 +87,10 @@ _COMPARE_LAB = dict(styles=4, toy_train=4000, model=dict(d_model=64, d_ff=256, e
                     dev_sentences=50, methods=("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "hMlp",
                                                "vnmt", "target_conditioning"))
 
+# The reproductions: every model behind a claim trained from 3 model seeds (2 at ci), each paper's
+# training budgets long enough for the convergence rule of nbsupport.claims (CONVERGED_BELOW).
+_REPRODUCTION_LAB = dict(seeds=3, seed_paper={}, zoph_knight={}, shen={}, scones={}, lachaux={})
+
 PROFILES = {
     "ci": Profile("ci", 90, toy_train=2000, toy_test=50, bible_test=60, spm_vocab=2000,
                   spm_sentences=3000, uses_bible_training=False,
@@ -104,7 +110,8 @@ PROFILES = {
                                test_sentences=30, seeds=(0,),
                                dropouts=(0.1,), flip_sentences=64, table1_losses=("hMup",)),
                   compare=dict(styles=4, toy_train=1000, training=dict(epochs=2, warmup=20), ks=(2, 4), seeds=(0,),
-                               test_sentences=20, dev_sentences=10)),
+                               test_sentences=20, dev_sentences=10),
+                  reproduction=dict(seeds=2, seed_paper={}, zoph_knight={}, shen={}, scones={}, lachaux={})),
     "lab": Profile("lab", 600, toy_train=20000, toy_test=200, bible_test=None, spm_vocab=8000,
                    spm_sentences=None, uses_bible_training=False,
                    toy_model=_TOY_LAB_MODEL, toy_training=_TOY_LAB_TRAINING,
@@ -115,7 +122,8 @@ PROFILES = {
                    multi_source=_MULTI_SOURCE_LAB,
                    ibm=_IBM_LAB,
                    mixture=_MIXTURE_LAB,
-                   compare=_COMPARE_LAB),
+                   compare=_COMPARE_LAB,
+                   reproduction=_REPRODUCTION_LAB),
     "full": Profile("full", 900, toy_train=20000, toy_test=200, bible_test=None, spm_vocab=8000,
                     spm_sentences=None, uses_bible_training=True,
                     toy_model=_TOY_LAB_MODEL, toy_training=_TOY_LAB_TRAINING,
@@ -136,7 +144,8 @@ PROFILES = {
                     mixture=dict(_MIXTURE_LAB, seeds=(0, 1, 2), dropouts=(0.1, 0.2, 0.3, 0.5),
                                  training=dict(_MIXTURE_LAB["training"], epochs=30)),
                     # the Bible at K = 4 (its four references), one seed: six models, three shared with 02 and 05
-                    compare=dict(_COMPARE_LAB, methods=None, seeds=(0, 1, 2), bible_ks=(4,), bible_seeds=(0,))),
+                    compare=dict(_COMPARE_LAB, methods=None, seeds=(0, 1, 2), bible_ks=(4,), bible_seeds=(0,)),
+                    reproduction=_REPRODUCTION_LAB),
 }
 
 

@@ -104,13 +104,29 @@ def test_a_threshold_claim_compares_the_interval_with_the_threshold():
         stats.claim("x", stats.Interval(float("nan"), 0, 1))
 
 
-def test_seeds_widen_the_interval_by_their_spread():
+def test_seeds_widen_the_interval_by_the_t_interval_of_their_mean():
+    """By hand: three seeds 8, 10, 12 have sd 2, so the mean's t half-width is t(0.975, 2) * 2 / sqrt(3)
+    = 4.303 * 1.1547 = 4.968 (the t quantile from a printed table), combined with the bootstrap's 1."""
     boot = stats.Interval(10.0, 9.0, 11.0)
     one = stats.seed_interval([10.0], boot)
     assert (one.estimate, one.ci_low, one.ci_high) == (10.0, 9.0, 11.0)
-    three = stats.seed_interval([8.0, 10.0, 12.0], boot)           # sample sd 2
+    three = stats.seed_interval([8.0, 10.0, 12.0], boot)
     assert three.estimate == 10.0
-    assert three.ci_high - 10.0 == pytest.approx(math.hypot(1.0, 1.96 * 2.0))
+    assert three.ci_high - 10.0 == pytest.approx(math.hypot(1.0, 4.303 * 2.0 / math.sqrt(3)), abs=1e-3)
+    assert stats.t_quantile(2) == pytest.approx(12.706, abs=1e-3) and stats.t_quantile(5) == pytest.approx(2.776, abs=1e-3)
+    with pytest.raises(ValueError, match="two seeds"):
+        stats.t_quantile(1)
+
+
+def test_seed_mean_bootstraps_the_seeds_mean_on_paired_resamples():
+    """Two seeds whose resampled values move in opposite directions: their mean does not move, so the
+    bootstrap part is zero and only the t part is left (a bootstrap of each seed alone would not say so)."""
+    a = stats.Resampled(9.0, np.array([8.0, 9.0, 10.0] * 100))
+    b = stats.Resampled(11.0, np.array([12.0, 11.0, 10.0] * 100))
+    iv = stats.seed_mean([a, b])
+    half = 12.706 * math.sqrt(2) / math.sqrt(2)                  # sd of 9, 11 is sqrt(2)
+    assert iv.estimate == 10.0
+    assert iv.ci_low == pytest.approx(10.0 - half, abs=1e-2) and iv.ci_high == pytest.approx(10.0 + half, abs=1e-2)
 
 
 def test_purity_per_source_sums_to_the_confusion_and_resamples_like_the_function():
@@ -134,9 +150,9 @@ def test_seed_interval_keeps_the_bootstrap_s_asymmetry_and_needs_a_value():
     boot = stats.Interval(10.0, 9.0, 13.0)
     one = stats.seed_interval([10.0], boot)
     assert (one.ci_low, one.ci_high) == (9.0, 13.0)
-    two = stats.seed_interval([9.0, 11.0], boot)                 # sample sd sqrt(2)
-    assert two.ci_low == pytest.approx(10.0 - math.hypot(1.0, 1.96 * math.sqrt(2)))
-    assert two.ci_high == pytest.approx(10.0 + math.hypot(3.0, 1.96 * math.sqrt(2)))
+    two = stats.seed_interval([9.0, 11.0], boot)                 # sd sqrt(2), n = 2: t half-width 12.706 * 1
+    assert two.ci_low == pytest.approx(10.0 - math.hypot(1.0, 12.706), abs=1e-3)
+    assert two.ci_high == pytest.approx(10.0 + math.hypot(3.0, 12.706), abs=1e-3)
     with pytest.raises(ValueError, match="at least one seed"):
         stats.seed_interval([])
 

@@ -1,6 +1,7 @@
-"""`python -m nbsupport.harness.run_notebooks --profile lab`: execute every notebook in sequence with
+"""`python -m nbsupport.harness.run_notebooks --profile lab`: execute every lesson in sequence with
 papermill (the venv's own python3 kernel) into build/notebooks/, then print one summary
-table of the key numbers each notebook wrote."""
+table of the key numbers each notebook wrote. ``--reproductions``: the papers' reproduction
+notebooks (notebooks/reproductions/) instead, each timed."""
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,15 @@ from ..runtime import check_seed
 
 
 def notebook_paths(folder: Path | None = None) -> list[Path]:
+    """The lessons: notebooks/NN_*.ipynb."""
     folder = folder or repo_root() / "notebooks"
     return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
+
+
+def reproduction_paths(folder: Path | None = None) -> list[Path]:
+    """The reproductions, one per paper: notebooks/reproductions/*.ipynb."""
+    folder = folder or repo_root() / "notebooks" / "reproductions"
+    return sorted(folder.glob("[a-z]*.ipynb"))
 
 
 def parameter_names(path: Path) -> list[str]:
@@ -104,14 +112,16 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, help="the seed (default: 0)")
     ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="set a name of the notebooks' parameters cell, as papermill -p does (-p PROFILE ci)")
-    ap.add_argument("notebooks", nargs="*", help="notebook files (default: all of notebooks/)")
+    ap.add_argument("--reproductions", action="store_true",
+                    help="run the reproduction notebooks (notebooks/reproductions/) instead of the lessons")
+    ap.add_argument("notebooks", nargs="*", help="notebook files (default: every lesson, or every reproduction)")
     args = ap.parse_args(argv)
     params = {name: parameter_value(value) for name, value in args.parameter}
     for name, option in (("PROFILE", args.profile), ("SEED", args.seed)):
         if option is not None and params.setdefault(name, option) != option:
             ap.error(f"--{name.lower()} {option} and -p {name} {params[name]} disagree")
     params = {"PROFILE": "lab", "SEED": 0, **params}
-    paths = [Path(p) for p in args.notebooks] or notebook_paths()
+    paths = [Path(p) for p in args.notebooks] or (reproduction_paths() if args.reproductions else notebook_paths())
     for path in paths:        # every mistake reported before the first notebook starts
         if not path.exists():
             ap.error(f"no notebook {path}")
@@ -119,18 +129,21 @@ def main(argv=None) -> int:
             check_parameters(path, params)
         except (ValueError, TypeError) as err:
             ap.error(str(err))
-    failed = []
+    failed, times, start = [], {}, time.time()
     for path in paths:
         t0 = time.time()
         print(f"== {path.name} at profile {params['PROFILE']} ...", flush=True)
         try:
             execute(path.resolve(), params["PROFILE"], params["SEED"], parameters=params)
-            print(f"   done in {time.time() - t0:.0f} s", flush=True)
+            times[path.stem] = time.time() - t0
+            print(f"   done in {times[path.stem]:.0f} s", flush=True)
         except Exception as err:
             print(f"   FAILED after {time.time() - t0:.0f} s: {type(err).__name__}: {err}", flush=True)
             failed.append(path.name)
     print()
     print(summary_table([p.stem for p in paths]))
+    print("\nwall time: " + ", ".join(f"{stem} {t:.0f} s" for stem, t in times.items())
+          + f"; {time.time() - start:.0f} s in all")
     if failed:
         print(f"\nfailed: {', '.join(failed)} (executed copies with the error are in {results_dir()})")
     return 1 if failed else 0
