@@ -2,12 +2,14 @@
 
     python book/build.py --notebooks build/notebooks --profile lab --out build/book
 
-Reads each lesson's executed copy and results file (<notebooks>/<NN_name>.ipynb and .json) and
+Reads each lesson's executed copy and results file (<notebooks>/<NN_name>.ipynb and .json), and
+each paper's reproduction where it was run (<notebooks>/<paper>.ipynb and .json, `make reproduce`), and
 refuses (exit 1, naming each one and why) a run that failed or did not finish, a run made at
 another profile, a results file written outside the run that executed the notebook, and, unless
 --allow-stale, a run of another version of the notebook than notebooks/ holds. Then it writes the
 book's sources to <out>/src (the front page from the README's course map, one page per lesson with
-a note on the run it shows, one page per paper, the reproduction records) and builds <out>/html
+a note on the run it shows, one page per paper with its claims as its reproduction decided them, one
+page per reproduction run, the reproduction records) and builds <out>/html
 with Sphinx. Nothing is executed (myst-nb's execution is off) and nothing is fetched: the theme
 and MathJax come from installed packages. `--missing` only prints the lessons that have no
 executed copy (the Makefile runs those first).
@@ -31,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = Path(__file__).resolve().parent
 LESSON_DIR = "lessons"
 PAPER_DIR = "papers"
+REPRO_DIR = "reproductions"
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Paper:
     venue: str
     taken: str                 # what the course takes from it
     patterns: tuple            # lower-case phrases that name it in a lesson's "Follows" or a claim's cites
+    repro: str = ""            # its reproduction notebook's stem (notebooks/reproductions/<repro>.ipynb)
 
 
 PAPERS = (
@@ -50,32 +54,32 @@ PAPERS = (
           "Hard-MoE: a discrete latent variable whose embedding replaces the decoder's first input, trained by "
           "hard EM (Algorithm 1); average oracle BLEU, reference coverage and pairwise BLEU; its failure modes "
           "(Table 2), the dropout flip rate (Fig. 3) and each latent's word preferences (Table 4).",
-          ("seed paper", "seed 000", "single multinomial latent variable", "diverse mt with a single")),
+          ("seed paper", "seed 000", "single multinomial latent variable", "diverse mt with a single"), "seed_paper"),
     Paper("shen2019", "Shen et al. 2019", "Mixture Models for Diverse Machine Translation: Tricks of the Trade",
           "Tianxiao Shen, Myle Ott, Michael Auli, Marc'Aurelio Ranzato", "ICML 2019",
           "the 16 mixture variants (soft or hard EM, learned or uniform prior, shared or independent "
           "decoders, online or offline), dropout in the E-step against the M-step (Table 1), the two "
           "degeneracies D1 and D2, per-latent BLEU (Table 7), leave-one-out multi-reference BLEU and the "
           "baselines (beam, sampling, top-k sampling, diverse beam search, variational NMT).",
-          ("shen",)),
+          ("shen",), "shen"),
     Paper("zoph2016", "Zoph & Knight 2016", "Multi-Source Neural Translation", "Barret Zoph, Kevin Knight",
           "NAACL 2016",
           "P(e | f, g) with two encoders, the Basic and Child-Sum combiners, multi-source (local-p) attention, "
           "the French+French control and the attention plots (Fig. 5).",
-          ("zoph",)),
+          ("zoph",), "zoph_knight"),
     Paper("stahlberg2022", "Stahlberg & Kumar 2022",
           "Jam or Cream First? Modeling Ambiguity in Neural Machine Translation with SCONES",
           "Felix Stahlberg, Shankar Kumar", "NAACL 2022",
           "the sigmoid output layer and the SCONES loss, the beam search curse (BLEU and length against beam "
           "size), exact search, search errors, the empty translation's score, and synthetic language pairs "
           "sampled from IBM Model 3 with a temperature (appendix B).",
-          ("stahlberg", "jam or cream")),
+          ("stahlberg", "jam or cream"), "scones"),
     Paper("lachaux2020", "Lachaux et al. 2020", "Target Conditioning for One-to-Many Generation",
           "Marie-Anne Lachaux, Armand Joulin, Guillaume Lample", "Findings of EMNLP 2020",
           "a target encoder that picks one of K domains, the domain embedding as the decoder's first input, "
           "the temperature annealed from 1 to 0, the batch-entropy regulariser, and a training cost that does "
           "not grow with K (Fig. 3).",
-          ("lachaux",)),
+          ("lachaux",), "lachaux"),
 )
 
 
@@ -213,6 +217,36 @@ def load_lessons(folder: Path, profile: str, allow_stale: bool, only: list[str] 
     return lessons
 
 
+def reproduction_sources() -> list[Path]:
+    return sorted((ROOT / "notebooks" / REPRO_DIR).glob("[a-z]*.ipynb"))
+
+
+def load_reproductions(folder: Path, profile: str, allow_stale: bool) -> list[Lesson]:
+    """The reproductions run in ``folder`` (a paper whose reproduction was not run has none: its page
+    says how to run it); a run that is there is checked as a lesson's is, and refused the same way."""
+    runs, refused = [], []
+    for src in reproduction_sources():
+        executed, results = folder / src.name, folder / f"{src.stem}.json"
+        if not executed.exists():
+            continue
+        try:
+            nb = json.loads(executed.read_text(encoding="utf-8"))
+            record = json.loads(results.read_text(encoding="utf-8")) if results.exists() else None
+            run, stale = check_run(nb, record, profile, json.loads(src.read_text(encoding="utf-8")))
+            if stale and not allow_stale:
+                raise Refused("it ran another version of the notebook than notebooks/reproductions/ holds "
+                              "(run it again, or build with --allow-stale / BOOK_ALLOW_STALE=1)")
+        except Refused as why:
+            refused.append(f"{src.stem}: {why}")
+            continue
+        first = first_markdown(nb)
+        runs.append(Lesson(src.stem, executed, results, nb, record, title_of(first, src.stem), "",
+                           [p for p in PAPERS if p.repro == src.stem], run, stale))
+    if refused:
+        raise Refused("the book refuses these reproduction runs:\n  " + "\n  ".join(refused))
+    return runs
+
+
 def missing(folder: Path) -> list[Path]:
     return [p for p in lesson_sources() if not (folder / p.name).exists()]
 
@@ -247,11 +281,13 @@ def lesson_page(lesson: Lesson) -> dict:
     nb = copy.deepcopy(lesson.notebook)
     # the widget state is only for a live kernel; without it no widget manager script is wanted
     nb["metadata"].pop("widgets", None)
+    repro = bool(lesson.papers) and lesson.papers[0].repro == lesson.stem
+    where = f"{REPRO_DIR}/{lesson.stem}" if repro else lesson.stem
     note = (f":::{{note}}\nThis page shows the run at {run_line(lesson)}; its numbers are in "
-            f"`{lesson.results.name}` ({{ref}}`reproduction records <{anchor(lesson)}>`).\n\n"
+            f"`{lesson.results.name}`" + (f" ({{ref}}`reproduction records <{anchor(lesson)}>`)" if repro else "") + ".\n\n"
             "The widgets' default views appear as static output. The live widgets decode with the model "
             "on every change and need JupyterLab: `make lab`, then open "
-            f"`notebooks/{lesson.stem}.ipynb`.\n:::\n")
+            f"`notebooks/{where}.ipynb`.\n:::\n")
     if lesson.stale:
         note += ("\n:::{warning}\nThis run executed an earlier version of the lesson than `notebooks/` "
                  "holds now: run the notebook again to see the current one.\n:::\n")
@@ -272,21 +308,24 @@ def readme_front(lessons: list[Lesson]) -> str:
     return front.rstrip() + "\n"
 
 
-def index_page(lessons: list[Lesson], profile: str) -> str:
-    runs = "\n".join(f"| [`{l.stem}`]({LESSON_DIR}/{l.stem}.ipynb) | {when(l.run)}"
-                     + ("; of an earlier version of the lesson" if l.stale else "") + f" | {l.run['machine']} |"
-                     for l in lessons)
+def index_page(lessons: list[Lesson], profile: str, reproductions: list[Lesson] = ()) -> str:
+    runs = "\n".join(f"| [`{l.stem}`]({REPRO_DIR if l in reproductions else LESSON_DIR}/{l.stem}.ipynb) | {when(l.run)}"
+                     + ("; of an earlier version of the notebook" if l.stale else "") + f" | {l.run['machine']} |"
+                     for l in list(lessons) + list(reproductions))
     return (readme_front(lessons) + "\n## This book\n\n"
             f"Each lesson's page shows the outputs of its run at the `{profile}` profile, executed as "
             "they are (no cell was run again to build the book); the widgets' default views are static "
             "here and live in JupyterLab (`make lab`). A page per paper lists the lessons that follow "
-            "it; the [reproduction records](records.md) list every claim a lesson tests and its "
-            "verdict.\n\n| lesson | run | machine |\n| --- | --- | --- |\n" + runs + "\n\n"
+            "it and its claims as its reproduction decided them over several model seeds; the "
+            "[reproduction records](records.md) list every claim, per seed and pooled.\n\n"
+            "| notebook | run | machine |\n| --- | --- | --- |\n" + runs + "\n\n"
             "```{toctree}\n:caption: Lessons\n:maxdepth: 1\n:hidden:\n\n"
             + "\n".join(f"{LESSON_DIR}/{l.stem}" for l in lessons) + "\n```\n\n"
             "```{toctree}\n:caption: Papers\n:maxdepth: 1\n:hidden:\n\n"
             + "\n".join(f"{PAPER_DIR}/{p.slug}" for p in PAPERS) + "\n```\n\n"
-            "```{toctree}\n:caption: Results\n:maxdepth: 1\n:hidden:\n\nrecords\n```\n")
+            + ("```{toctree}\n:caption: Reproductions\n:maxdepth: 1\n:hidden:\n\n"
+               + "\n".join(f"{REPRO_DIR}/{r.stem}" for r in reproductions) + "\n```\n\n" if reproductions else "")
+            + "```{toctree}\n:caption: Results\n:maxdepth: 1\n:hidden:\n\nrecords\n```\n")
 
 
 def cell(text) -> str:
@@ -318,7 +357,17 @@ def expects_of(value) -> str:
     return ""
 
 
-def paper_page(paper: Paper, lessons: list[Lesson]) -> str:
+def seed_counts(v: dict) -> str:
+    """A reproduction claim's verdicts over the seeds: "3 holds" or "2 holds, 1 not decided"."""
+    counts = v.get("counts") or {}
+    return ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "?"
+
+
+def reproduction_of(paper: Paper, reproductions: list[Lesson]) -> Lesson | None:
+    return next((r for r in reproductions if r.stem == paper.repro), None)
+
+
+def paper_page(paper: Paper, lessons: list[Lesson], reproductions: list[Lesson] = ()) -> str:
     following = [l for l in lessons if paper in l.papers]
     out = [f"# {paper.short[0].upper() + paper.short[1:]}: *{paper.title}*", "",
            f"{paper.authors}, {paper.venue}.", "", f"**What the course takes from it**: {paper.taken}", "",
@@ -327,62 +376,72 @@ def paper_page(paper: Paper, lessons: list[Lesson]) -> str:
         out += [f"- [{l.title}](../{LESSON_DIR}/{l.stem}.ipynb). It follows: {l.follows}"]
     if not following:
         out += ["No lesson of this book names it."]
-    rows = [(l, s, v) for l in lessons for s, v in claims_of(l.record)
-            if isinstance(v, dict) and papers_named(str(v.get("cites", ""))).count(paper)]
-    if rows:
-        out += ["", "## Its claims as the lessons test them", "",
-                "| lesson | claim | cites | verdict | estimate [95% interval] |", "| --- | --- | --- | --- | --- |"]
-        out += [f"| [{l.stem[:2]}](../{LESSON_DIR}/{l.stem}.ipynb) | {cell(s)} | {cell(v.get('cites', ''))} | "
-                f"{cell(verdict_of(v))} | {cell(interval_of(v))} |" for l, s, v in rows]
+    repro = reproduction_of(paper, reproductions)
+    out += ["", "## Its claims, as the reproduction tests them", ""]
+    if repro is None:
+        out.append(f"Its reproduction (`notebooks/{REPRO_DIR}/{paper.repro}.ipynb`) has no run in this book: "
+                   "`make reproduce` runs it, then `make book`.")
+    else:
+        claims = claims_of(repro.record)
+        out += [f"[The reproduction](../{REPRO_DIR}/{repro.stem}.ipynb), {len(repro.record.get('seeds', []))} model seeds, "
+                f"run at {run_line(repro)}. Pooled: the seeds' mean with its 95% interval (t over the seeds and "
+                "the bootstrap over the test sentences); per seed: each seed's own verdict.", "",
+                "| claim | the paper says | section | pooled verdict | mean [95% interval] | the paper expects | per seed |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        out += [f"| {cell(k)} | {cell(v.get('quote', ''))} | {cell(v.get('section', ''))} | {cell(verdict_of(v))} | "
+                f"{cell(interval_of(v))} | {cell(expects_of(v))} | {cell(seed_counts(v))} |" for k, v in claims]
     return "\n".join(out) + "\n"
 
 
-def records_page(lessons: list[Lesson]) -> str:
+def records_page(reproductions: list[Lesson]) -> str:
     out = ["# Reproduction records", "",
-           "Every claim each lesson tests, as its run recorded it (the lesson's results file). A claim is a "
-           "paper's statement in the paper's direction with a 95% bootstrap interval: it *holds* (the "
-           "interval lies on the paper's side), is *not decided* (the interval reaches the other side) or is "
-           "*contradicted* (the interval lies on the other side). A lesson whose claims are recorded as true "
-           "or false shows them as *reproduced* or *not reproduced*.", "",
-           "| lesson | claims | verdicts |", "| --- | --- | --- |"]
-    for l in lessons:
-        counts = {}
-        for _, v in claims_of(l.record):
-            counts[verdict_of(v)] = counts.get(verdict_of(v), 0) + 1
-        out.append(f"| {{ref}}`{l.stem} <{anchor(l)}>` | {sum(counts.values())} | "
-                   + cell(", ".join(f"{n} {k}" for k, n in sorted(counts.items()))) + " |")
-    for l in lessons:
-        out += ["", f"({anchor(l)})=", f"## {l.title}", "",
-                f"[The lesson](lessons/{l.stem}.ipynb); run at {run_line(l)}; results file `{l.results.name}`."
-                + (" This run executed an earlier version of the lesson." if l.stale else ""), ""]
-        claims = claims_of(l.record)
-        if claims:
-            out += ["| claim | verdict | estimate [95% interval] | the paper expects | cites |",
-                    "| --- | --- | --- | --- | --- |"]
-            out += [f"| {cell(s)} | {cell(verdict_of(v))} | {cell(interval_of(v))} | {cell(expects_of(v))} | "
-                    f"{cell(v.get('cites', '') if isinstance(v, dict) else '')} |" for s, v in claims]
-        else:
-            out.append("This lesson records no claims.")
-        sanity = l.record.get("sanity") or {}
+           "Every claim each paper's reproduction tests, as its run recorded it (its results file). A claim is a "
+           "paper's statement in the paper's direction, against a threshold the paper fixes, decided on every "
+           "model seed (that seed's 95% bootstrap interval over the test sentences) and pooled (the seeds' mean "
+           "with the t interval over seeds and the bootstrap, in quadrature): it *holds* (the interval lies on the "
+           "paper's side), is *not decided* (the interval reaches the other side, or a precondition of the "
+           "paper's statement failed) or is *contradicted* (the interval lies on the other side).", ""]
+    if not reproductions:
+        return "\n".join(out + ["No reproduction has a run in this book: `make reproduce`, then `make book`."]) + "\n"
+    out += ["| reproduction | claims | pooled verdicts | verdicts over all seeds |", "| --- | --- | --- | --- |"]
+    for r in reproductions:
+        counts = r.record.get("counts", {})
+        fmt = lambda c: ", ".join(f"{n} {k}" for k, n in (c or {}).items())
+        out.append(f"| {{ref}}`{r.stem} <{anchor(r)}>` | {len(claims_of(r.record))} | {cell(fmt(counts.get('pooled')))} | "
+                   f"{cell(fmt(counts.get('per_seed')))} |")
+    for r in reproductions:
+        out += ["", f"({anchor(r)})=", f"## {r.title}", "",
+                f"[The reproduction]({REPRO_DIR}/{r.stem}.ipynb); run at {run_line(r)}; results file `{r.results.name}`."
+                + (" This run executed an earlier version of the notebook." if r.stale else ""), "",
+                "| claim | pooled verdict | mean [95% interval] | the paper expects | per seed | preconditions |",
+                "| --- | --- | --- | --- | --- | --- |"]
+        for k, v in claims_of(r.record):
+            pre = "; ".join(f"{p['name']}: {'ok' if p['ok'] else 'FAILED'}" for p in v.get("preconditions", [])) or "none"
+            per = "; ".join(f"{s} {x['verdict']}" for s, x in (v.get("seeds") or {}).items())
+            out.append(f"| {cell(k)} | {cell(verdict_of(v))} | {cell(interval_of(v))} | {cell(expects_of(v))} | "
+                       f"{cell(per)} | {cell(pre)} |")
+        sanity = r.record.get("sanity") or {}
         if sanity:
             failed = [k for k, v in sanity.items() if not (v is True or (isinstance(v, dict) and v.get("ok")))]
-            out += ["", f"Construction checks: {len(sanity)}, " +
+            out += ["", f"Construction checks (not claims): {len(sanity)}, " +
                     ("all passed." if not failed else "failed: " + cell("; ".join(failed)) + ".")]
     return "\n".join(out) + "\n"
 
 
-def write_sources(lessons: list[Lesson], src: Path, profile: str) -> None:
+def write_sources(lessons: list[Lesson], src: Path, profile: str, reproductions: list[Lesson] = ()) -> None:
     if src.exists():
         shutil.rmtree(src)
     (src / LESSON_DIR).mkdir(parents=True)
     (src / PAPER_DIR).mkdir()
-    for lesson in lessons:
-        (src / LESSON_DIR / lesson.executed.name).write_text(
-            json.dumps(lesson_page(lesson), indent=1, ensure_ascii=False), encoding="utf-8")
-    (src / "index.md").write_text(index_page(lessons, profile), encoding="utf-8")
+    (src / REPRO_DIR).mkdir()
+    for page in list(lessons) + list(reproductions):
+        folder = REPRO_DIR if page in reproductions else LESSON_DIR
+        (src / folder / page.executed.name).write_text(
+            json.dumps(lesson_page(page), indent=1, ensure_ascii=False), encoding="utf-8")
+    (src / "index.md").write_text(index_page(lessons, profile, reproductions), encoding="utf-8")
     for paper in PAPERS:
-        (src / PAPER_DIR / f"{paper.slug}.md").write_text(paper_page(paper, lessons), encoding="utf-8")
-    (src / "records.md").write_text(records_page(lessons), encoding="utf-8")
+        (src / PAPER_DIR / f"{paper.slug}.md").write_text(paper_page(paper, lessons, reproductions), encoding="utf-8")
+    (src / "records.md").write_text(records_page(list(reproductions)), encoding="utf-8")
 
 
 def sphinx(src: Path, html_dir: Path) -> None:
@@ -415,11 +474,19 @@ def main(argv=None) -> int:
     except Refused as why:
         print(f"book: {why}", file=sys.stderr)
         return 1
+    try:
+        reproductions = load_reproductions(args.notebooks, args.profile, args.allow_stale)
+    except Refused as why:
+        print(f"book: {why}", file=sys.stderr)
+        return 1
     print(f"book: the runs it shows (from {args.notebooks}):")
-    for l in lessons:
+    for l in lessons + reproductions:
         print(f"  {l.stem:30s} {when(l.run):36s} {l.run['machine']}, torch {l.run['torch']}"
               + ("  [an earlier version of the lesson]" if l.stale else ""))
-    write_sources(lessons, args.out / "src", args.profile)
+    not_run = [p.repro for p in PAPERS if reproduction_of(p, reproductions) is None]
+    if not_run:
+        print(f"book: no reproduction run of {', '.join(not_run)} (make reproduce): their paper pages say so")
+    write_sources(lessons, args.out / "src", args.profile, reproductions)
     sphinx(args.out / "src", args.out / "html")
     print(f"book: built {args.out / 'html' / 'index.html'} in {time.time() - t0:.0f} s")
     return 0

@@ -32,3 +32,9 @@ def mean_std(values) -> str:
     values = list(values)
     spread = f"{statistics.stdev(values):.2f}" if len(values) > 1 else "n/a"
     return f"{statistics.mean(values):.2f} ± {spread}"
+
+
+def markdown(text: str):
+    """``text`` rendered as markdown in a notebook (a table of claims, say); plain text elsewhere."""
+    from IPython.display import Markdown
+    return Markdown(text)

@@ -157,3 +157,43 @@ def test_a_run_within_one_minute_is_shown_at_that_minute():
     run, _ = book.check_run(executed(start="2026-01-02T10:00:01+00:00", end="2026-01-02T10:00:40+00:00"),
                             record(time="2026-01-02 10:00:39 UTC"), "ci", SOURCE)
     assert book.when(run) == "2026-01-02 10:00 UTC, 90 s"    # the duration is papermill's (89.5 s here)
+
+
+def reproduction_record(profile="ci", time="2026-01-02 10:01:29 UTC"):
+    claim = {"verdict": "not decided", "estimate": 2.0, "ci_low": -0.5, "ci_high": 4.5, "direction": ">", "threshold": 0.0,
+             "quote": "Hard-MoE is more diverse", "section": "§5, Table 1", "counts": {"holds": 2, "not decided": 1,
+                                                                                        "contradicted": 0},
+             "seeds": {"0": {"verdict": "holds"}, "1": {"verdict": "holds"}, "2": {"verdict": "not decided"}},
+             "preconditions": [{"name": "converged", "ok": False}]}
+    return {"profile": profile, "seeds": [0, 1, 2], "claims": {"moe_diverse": claim}, "sanity": {"x": {"ok": True}},
+            "counts": {"pooled": {"holds": 0, "not decided": 1, "contradicted": 0},
+                       "per_seed": {"holds": 2, "not decided": 1, "contradicted": 0}},
+            "_produced": {"time": time, "machine": "m", "torch": "t"}}
+
+
+def test_a_paper_page_shows_its_reproduction_s_claims_per_seed_and_pooled(tmp_path):
+    source = json.loads((book.reproduction_sources()[0]).read_text(encoding="utf-8"))
+    stem = book.reproduction_sources()[0].stem
+    paper = next(p for p in book.PAPERS if p.repro == stem)
+    (tmp_path / f"{stem}.ipynb").write_text(json.dumps(executed(source)))
+    (tmp_path / f"{stem}.json").write_text(json.dumps(reproduction_record()))
+    runs = book.load_reproductions(tmp_path, "ci", allow_stale=False)
+    assert [r.stem for r in runs] == [stem] and runs[0].papers == [paper]
+    page = book.paper_page(paper, [], runs)
+    assert "| moe_diverse | Hard-MoE is more diverse | §5, Table 1 | not decided | 2 [-0.5, 4.5] | > 0.0 | 2 holds, 1 not decided |" in page
+    records = book.records_page(runs)
+    assert "0 holds, 1 not decided, 0 contradicted" in records and "converged: FAILED" in records
+    assert "0 holds; 1 holds; 2 not decided" in records and "Construction checks (not claims): 1, all passed." in records
+    other = next(p for p in book.PAPERS if p.repro != stem)
+    assert "`make reproduce` runs it" in book.paper_page(other, [], runs)
+
+
+def test_a_broken_reproduction_run_is_refused(tmp_path):
+    path = book.reproduction_sources()[0]
+    nb = executed(json.loads(path.read_text(encoding="utf-8")))
+    nb["metadata"]["papermill"]["exception"] = True
+    (tmp_path / path.name).write_text(json.dumps(nb))
+    (tmp_path / f"{path.stem}.json").write_text(json.dumps(reproduction_record()))
+    with pytest.raises(book.Refused, match=f"{path.stem}: its run failed"):
+        book.load_reproductions(tmp_path, "ci", allow_stale=False)
+    assert book.load_reproductions(tmp_path / "empty", "ci", allow_stale=False) == []
