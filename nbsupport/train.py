@@ -89,26 +89,36 @@ CALLBACKS = Callbacks()
 
 
 class LatentUsage:
-    """How often the training steps chose each of the K latent values in an epoch, overall and by
-    each training pair's true label (the toy's style: it shows what the E-step discovered)."""
+    """How much of an epoch's training pairs each of the K latent values took, overall and by each
+    training pair's true label (the toy's style: it shows what the E-step discovered). A step
+    reports either the latent it chose per sentence, (B,) indices, or the E-step's
+    responsibilities, (B, K) rows summing to 1 (soft EM): then a latent's usage is its summed
+    posterior mass, as the authors' code logs it (fairseq ``translation_moe``:
+    ``prob_z_xy.float().sum(dim=0)``), not the count of sentences where it is the argmax (a near
+    uniform posterior would hand all of them to whichever latent is ahead by a hair)."""
 
     def __init__(self, k: int, labels: list[int] | None):
         self.k, self.labels = k, labels
         self.n_labels = 1 + max(labels) if labels else 0
-        self.counts = torch.zeros(k, dtype=torch.long)
-        self.by_label = torch.zeros(k, max(self.n_labels, 1), dtype=torch.long)   # latent x true label
+        self.counts = torch.zeros(k, dtype=torch.float64)
+        self.by_label = torch.zeros(k, max(self.n_labels, 1), dtype=torch.float64)   # latent x true label
 
     def add(self, z: torch.Tensor, idx: list[int]) -> None:
-        z = z.cpu()
-        self.counts += torch.bincount(z, minlength=self.k)
+        z = z.detach().cpu()
+        mass = z.double() if z.dim() == 2 else torch.nn.functional.one_hot(z.long(), self.k).double()   # (B, K)
+        self.counts += mass.sum(0)
         if self.n_labels:
-            self.by_label.index_put_((z, torch.tensor([self.labels[i] for i in idx])),
-                                     torch.ones(len(idx), dtype=torch.long), accumulate=True)
+            self.by_label.index_add_(1, torch.tensor([self.labels[i] for i in idx]), mass.T)
+
+    @staticmethod
+    def _plain(t: torch.Tensor):
+        """Whole numbers as ints (counts of sentences), posterior mass as floats."""
+        return t.long().tolist() if bool((t == t.round()).all()) else t.tolist()
 
     def record(self) -> dict:
         latent = self.k > 1
-        return {"usage": self.counts.tolist() if latent else None,
-                "latent_by_label": self.by_label.tolist() if latent and self.n_labels else None}
+        return {"usage": self._plain(self.counts) if latent else None,
+                "latent_by_label": self._plain(self.by_label) if latent and self.n_labels else None}
 
 
 @dataclass
@@ -226,7 +236,7 @@ def train(model, train_data: Encoded, valid_data: Encoded, cfg: TrainConfig, dev
             history.best_valid, history.best_epoch = valid, epoch + 1
             best_state = {n: p.detach().clone() for n, p in model.state_dict().items()}
         if progress:
-            usage_txt = f", expert usage {usage.counts.tolist()}" if k > 1 else ""
+            usage_txt = f", expert usage {[round(c, 1) for c in usage.counts.tolist()]}" if k > 1 else ""
             print(f"epoch {epoch + 1:2d}: train {loss_sum / max(tokens, 1):.3f}, valid NLL/token {valid:.3f}, "
                   f"{tokens / seconds:,.0f} tok/s{usage_txt}")
         if checkpoint is not None:

@@ -2,6 +2,7 @@
 live method view, against values computed by hand."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -35,9 +36,13 @@ def test_tune_picks_the_setting_closest_to_the_human_point(monkeypatch):
     monkeypatch.setattr(cmp, "scores", lambda k, refs, seed: {"pairwise_bleu": points[k][0], "avg_oracle_bleu": points[k][1]})
     best, tried = cmp.tune("topk", None, t, 4, 6)
     by_hand = min(points, key=lambda k: math.hypot(points[k][0] - human["pairwise_bleu"], points[k][1] - human["avg_oracle_bleu"]))
-    assert best == {"top_k": by_hand} == {"top_k": 3}         # distances 10.0, 3.2, 5.1, 22.4 (every point is below the human oracle BLEU)
-    assert [r["top_k"] for r in tried] == [2, 3, 5, 10]
+    assert best == {"top_k": by_hand} == {"top_k": 3}         # distances 4.5, 3.2, 7.1, 22.4, 53.9, 117.0 (every point is below the human oracle BLEU)
+    assert [r["top_k"] for r in tried] == [2, 3, 5, 10, 20, 40]
     assert cmp.tune("beam", None, t, 4, 6) == ({}, [])       # nothing to tune
+    # the seed paper's criterion: the best quality on the dev set (oracle BLEU falls with k here: k = 2)
+    assert cmp.tune("topk", None, t, 4, 6, criterion="quality")[0] == {"top_k": 2}
+    with pytest.raises(ValueError, match="valid criteria: human, quality"):
+        cmp.tune("topk", None, t, 4, 6, criterion="best")
 
 
 def test_train_all_shares_the_baseline_and_vnmt(monkeypatch):
@@ -188,3 +193,37 @@ def test_quality_diversity_spread_labels_overlap_neither_each_other_nor_markers(
         assert not any(b.x0 < px < b.x1 and b.y0 < py < b.y1 for b in boxes)
     import matplotlib.pyplot as plt
     plt.close(fig)
+
+
+def test_only_methods_that_write_nearly_k_distinct_hypotheses_may_lead():
+    distinct = {"beam": 4.0, "vnmt": 1.17, "hard_moe": 3.5, "sampling": 3.49}
+    assert cmp.full_sets(distinct, 4) == ("beam", "hard_moe")          # 3.5 = K - 0.5 is enough, 3.49 is not
+    assert cmp.full_sets({"vnmt": 1.17, "beam": 2.0}, 2) == ("beam",)   # the issue's case: 1.17 distinct of 2
+    with pytest.raises(ValueError, match="positive"):
+        cmp.full_sets(distinct, 0)
+
+
+def test_the_grids_reach_toward_sampling_and_the_edge_is_named():
+    assert max(cmp.GRIDS["topk"]["top_k"]) >= 20 and 0.99 <= max(cmp.GRIDS["nucleus"]["top_p"]) < 1.0
+    assert cmp.at_grid_edge("topk", {"top_k": max(cmp.GRIDS["topk"]["top_k"])})
+    assert not cmp.at_grid_edge("nucleus", {"top_p": 0.9})
+
+
+def test_matched_accuracy_scores_one_shared_style_at_chance_unlike_purity():
+    one_style = [[10, 0, 0, 0]] * 4                    # every latent value writes style 0
+    assert nbs.analysis.purity(one_style) == 1.0
+    assert nbs.analysis.matched_accuracy(one_style) == pytest.approx(0.25)
+    # a permutation: values 0..3 write styles 2, 0, 3, 1, with one stray hypothesis each
+    perm = [[0, 1, 9, 0], [9, 0, 0, 1], [1, 0, 0, 9], [0, 9, 1, 0]]
+    assert nbs.analysis.matched_accuracy(perm) == pytest.approx(36 / 40)
+    # the matching is one-to-one: two values sharing style 0 cannot both be credited with it
+    assert nbs.analysis.matched_accuracy([[10, 0], [10, 0]]) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="K <= S"):
+        nbs.analysis.matched_accuracy([[1, 0]] * 3)
+    # resampled: the estimate on the test set, and a resample drawing only source 0 gives source 0's own score
+    per_source = np.array([[[1, 0], [0, 1]], [[0, 1], [0, 1]]])
+    boot = nbs.stats.Resamples(2, resamples=50, seed=0)
+    r = nbs.analysis.resampled_matched_accuracy(per_source, boot)
+    assert r.estimate == pytest.approx(0.75)
+    only_first = np.where((boot.counts[:, 0] == 2))[0]
+    assert all(r.values[i] == pytest.approx(1.0) for i in only_first) and len(r.values) == 50

@@ -516,3 +516,40 @@ def test_vnmt_probe_reads_zero_kl_when_the_posterior_is_the_prior():
     m.posterior_params = lambda memory, mask, tgt: m.prior_params(memory, mask)    # q = p: nothing learned from y
     assert vnmt_probe(m, t, 5, seed=0)["kl"] == pytest.approx(0.0, abs=1e-6)
     assert nbs.mixture_runs.vnmt_probe is vnmt_probe
+
+
+def test_soft_em_usage_is_the_summed_posterior_mass():
+    """Soft EM's usage sums the E-step's responsibilities (the authors' prob_z_xy.sum(0)), by hand:
+    two batches of responsibilities -> per-latent mass and mass per true label; hard EM still counts
+    the chosen latent per sentence, as whole numbers."""
+    usage = train_mod.LatentUsage(3, labels=[0, 1, 1, 0])
+    usage.add(torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]]), [0, 1])
+    usage.add(torch.tensor([[0.5, 0.5, 0.0], [0.4, 0.3, 0.3]]), [2, 3])
+    rec = usage.record()
+    assert rec["usage"] == pytest.approx([1.7, 1.1, 1.2])           # 0.7+0.1+0.5+0.4, 0.2+0.1+0.5+0.3, 0.1+0.8+0.0+0.3
+    by_label = [x for row in rec["latent_by_label"] for x in row]    # latent x label; label 0: pairs 0 and 3
+    assert by_label == pytest.approx([1.1, 0.6, 0.5, 0.6, 0.4, 0.8])
+    hard = train_mod.LatentUsage(3, labels=[0, 1, 1, 0])
+    hard.add(torch.tensor([2, 2, 0, 1]), [0, 1, 2, 3])
+    assert hard.record() == {"usage": [1, 1, 2], "latent_by_label": [[0, 1], [1, 0], [1, 1]]}
+    assert all(isinstance(u, int) for u in hard.record()["usage"])
+
+
+def test_a_soft_mixture_reports_its_posteriors_as_usage():
+    """The soft M-step returns r = p(z | x, y) (eval-mode E-step), whose column sums are the
+    usage; a near-uniform posterior spreads the mass evenly, where argmax counts would give one
+    latent every sentence."""
+    torch.manual_seed(0)
+    m = MixtureModel(cfg(3), MixtureConfig("soft", "uniform", "shared", "online", "M"))
+    src, tgt_in, tgt_out = batch(4)
+    _, r = m.mixture_loss(src, tgt_in, tgt_out)
+    m.eval()
+    with torch.no_grad():
+        expected = torch.softmax(m.log_joint(src, tgt_in, tgt_out), dim=1)
+    assert r.shape == (4, 3) and torch.allclose(r, expected, atol=1e-6)
+    usage = train_mod.LatentUsage(3, None)
+    usage.add(r, list(range(4)))
+    assert usage.record()["usage"] == pytest.approx(expected.sum(0).tolist())
+    assert sum(usage.record()["usage"]) == pytest.approx(4.0)
+    from nbsupport.lessons.mixture_runs import second_usage_share
+    assert second_usage_share([1333.4, 1333.3, 1333.3]).estimate == pytest.approx(1333.3 / 4000)

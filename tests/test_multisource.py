@@ -447,3 +447,25 @@ def test_resampled_scores_are_the_scores_of_each_resampled_test_set():
         assert got["bleu"].values[r] == pytest.approx(nbs.metrics.corpus_bleu([hyps[i] for i in picked], [refs[i] for i in picked]))
         for k, h in hits.items():
             assert got[k].values[r] == pytest.approx(h[picked, 0].sum() / h[picked, 1].sum())
+
+
+def test_resampled_perplexity_is_the_perplexity_of_each_resampled_test_set():
+    """The estimate is evaluate_system's perplexity; each resample's value is the perplexity of the
+    test set that resample draws (its sentences repeated as drawn), scored by evaluate_loss."""
+    from nbsupport import stats
+    from nbsupport.lessons import multisource as ms
+    data = ms.toy_data("ci", 0, n_train=50, n_test=12)
+    langs = data.langs("fr+de.basic")
+    torch.manual_seed(0)
+    model = MultiSourceLSTM(LSTMConfig(tuple(len(data.vocabs[l]) for l in langs), len(data.tgt_vocab), d_model=16,
+                                       layers=1, dropout=0.0)).eval()
+    boot = stats.Resamples(12, resamples=3, seed=2)
+    got = ms.resampled_perplexity(model, data, "fr+de.basic", boot)
+    test = data.encoded("test", langs)
+    assert got.estimate == pytest.approx(math.exp(nbs.train.evaluate_loss(model, test, 4096, "cpu")), rel=1e-6)   # float32 sums in evaluate_loss
+    for r, counts in enumerate(boot.counts.astype(int)):
+        picked = [i for i, c in enumerate(counts) for _ in range(c)]
+        drawn = Encoded([test.src[i] for i in picked], [test.tgt[i] for i in picked])
+        assert got.values[r] == pytest.approx(math.exp(nbs.train.evaluate_loss(model, drawn, 4096, "cpu")), rel=1e-6)
+    with pytest.raises(ValueError, match="resamples are of 5"):
+        ms.resampled_perplexity(model, data, "fr+de.basic", stats.Resamples(5, resamples=2))

@@ -179,7 +179,7 @@ EXPECTED = {
           for s, ivs in r["fig1_intervals"].items() for m, iv in ivs.items()),
         *(iv["ci_low"] - 1e-9 <= r["bible"]["human"][m] <= iv["ci_high"] + 1e-9 for m, iv in r["bible"]["human_intervals"].items()),
         r["fig1_vs_human"]["D_minus_human_multi_ref_bleu"]["estimate"] > 0,
-        len(r["sanity"]) == 8 and all(r["sanity"].values()) and len(r["claims"]) == 7,
+        "claims" not in r and "sanity" not in r,      # the paper's claims are the reproduction's (seed_paper)
     ],
     "02_hard_moe": lambda r: [
         r["profile"] == "ci",
@@ -190,7 +190,7 @@ EXPECTED = {
         r["train_seconds"]["baseline"] > 0 and r["train_seconds"]["hard_moe"] > 0,
         # the human point: the test references against each other
         r["toy"]["human"]["coverage"] == 4 and 20 < r["toy"]["human"]["pairwise_bleu"] < 45,
-        set(r["claims"]) and "bible" not in r,
+        "claims" not in r and "sanity" not in r and "seeds" not in r and "bible" not in r,
     ],
     "06_scones_beam_curse": lambda r: [
         r["profile"] == "ci",
@@ -220,12 +220,7 @@ EXPECTED = {
           and all(b >= s - 1e-4 and b >= e - 1e-4 and -1e4 < b <= 0 for b, s, e in
                   zip(r[level][m]["exact_scores"], r[level][m]["seed_scores"], r[level][m]["empty_scores"]))
           for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
-        # the two construction checks and the lesson's four (inline eq. 9 score, inline depth-first search and its
-        # optimum against best-first search, the toy's token shares)
-        all(r["sanity"].values()) and len(r["sanity"]) == 6,
-        # every exact-search claim says on how many proven sentences it was decided
-        *(name in r["proven_for_claims"] or name in r.get("untested", {}) for name in r["claims"] if "exact-search" in name),
-        set(r["claims"]) and "bible" not in r,
+        "claims" not in r and "sanity" not in r and "bible" not in r,      # the claims are the reproduction's (scones)
     ],
     "05_target_conditioning": lambda r: [
         r["profile"] == "ci",
@@ -245,7 +240,6 @@ EXPECTED = {
         set(r["fig5"]) == {"1", "3", "5", "10"} and all(0 <= v["mbleu"] <= 100 + 1e-6 for v in r["fig5"].values()),
         0 <= r["toy"]["diverse_beam"]["pairwise_bleu"] <= 100 + 1e-6,
         0 <= r["ablation"]["source_input"]["pairwise_bleu"] <= 100 + 1e-6,
-        set(r["claims"]),
     ],
     "01_multi_source": lambda r: [
         r["profile"] == "ci",
@@ -261,13 +255,10 @@ EXPECTED = {
         *(r["hard"][s]["ppl_floor"] > 1 and r["hard"][s]["intervals"]["bleu"]["ci_low"] - 1e-9 <= r["hard"][s]["bleu"]
           <= r["hard"][s]["intervals"]["bleu"]["ci_high"] + 1e-9 for s in MULTI_SOURCE_HARD),
         {k: r["attention_diagnosis"]["paper_settings"][k] for k in ("dropout", "init_range")} == {"dropout": 0.3, "init_range": 0.08},
-        len(r["claims"]) == 8 and "sanity" not in r,          # ci: the mechanism checks need trained systems
     ],
     "07_ibm3_synthetic_ambiguity": lambda r: [
         r["profile"] == "ci",
         r["gammas"] == [0.1, 1.0],
-        # construction checks are sanity entries (EM's likelihood, tempering's entropy, exact >= every beam), all ok
-        len(r["sanity"]) == 3 and all(r["sanity"].values()),
         all(b >= a - 1e-6 for a, b in zip(r["ibm"]["log_likelihood"]["model1"], r["ibm"]["log_likelihood"]["model1"][1:])),
         r["entropy"]["0.05"]["t"] < r["entropy"]["1.0"]["t"] and r["entropy"]["0.05"]["d"] < r["entropy"]["1.0"]["d"],
         # every figure with its interval around the estimate
@@ -281,13 +272,11 @@ EXPECTED = {
         # the dev loss per epoch of every model, and whether it converged
         set(r["convergence"]) == {f"{g}/{m}" for g in ("0.1", "1.0") for m in ("softmax", "scones_0.2", "scones_1.0", "hard_moe")},
         all(len(c["valid_nll"]) == c["epochs"] >= 1 and 1 <= c["best_epoch"] <= c["epochs"] for c in r["convergence"].values()),
-        # a claim the run cannot decide (a model not converged, too few proven) is "not decided", with its reason
-        all(c["verdict"] == "not decided" for c in r["claims"].values() if c.get("undecided_because")),
         set(r["hard_moe"]) == {"0.1", "1.0"} and all(v["pairwise_bleu"]["ci_low"] <= v["pairwise_bleu"]["estimate"]
                                                      <= v["pairwise_bleu"]["ci_high"] for v in r["hard_moe"].values()),
         # the sampler's uniform distortion for unseen (l, m): measured, a share
         all(0 <= v <= 1 for v in r["uniform_distortion_share"].values()),
-        set(r["claims"]),
+        "claims" not in r and "sanity" not in r,      # the claims are the reproduction's (scones)
     ],
     "03_dropout_in_the_e_step": lambda r: [
         r["profile"] == "ci",
@@ -302,9 +291,7 @@ EXPECTED = {
           and (e["label"] == "D1" if e["latents_used"] < 2 else True) for e in r["grid"].values()),
         *(e["intervals"]["pairwise_bleu"]["ci_low"] <= e["pairwise_bleu"] <= e["intervals"]["pairwise_bleu"]["ci_high"]
           for e in r["grid"].values()),
-        set(r["table1"]) == {"hMup"} and set(r["table1"]["hMup"]) == {"no", "E&M", "M"} and set(r["claims"]),
-        # every claim has its interval; one on an unconverged model is not decided, with the reason
-        len(r["claims"]) == 6 and all(c["verdict"] == "not decided" for c in r["claims"].values() if "undecided_because" in c),
+        set(r["table1"]) == {"hMup"} and set(r["table1"]["hMup"]) == {"no", "E&M", "M"},
         all(len(t["valid_nll"]) == 2 for t in r["training"].values()),
         # the flip rate is measured on ordinary sentences (a random sample), not the shortest ones
         abs(r["flip_sample"]["mean_target_tokens"] - r["flip_sample"]["mean_target_tokens_all"]) < 2,
@@ -321,13 +308,13 @@ EXPECTED = {
         r["vnmt"]["label"] in ("ok", "D1", "D2") and len(r["vnmt"]["per_latent_bleu_1ref"]) == 3,
         r["rule"] == {"D1_RATIO": 0.2, "D2_PAIRWISE": 86.0},
         # usage beside every label (the last epoch's sentences per latent, all of the ci toy's 1000); one latent used is D1
-        *(len(r[n]["usage_per_seed"][0]) == 3 and sum(r[n]["usage_per_seed"][0]) == 1000 for n in MIXTURE_NAMES),
+        # (soft EM: summed posterior mass, rounded to a tenth)
+        *(len(r[n]["usage_per_seed"][0]) == 3 and abs(sum(r[n]["usage_per_seed"][0]) - 1000) < 1 for n in MIXTURE_NAMES),
         *(r[n]["label"] == "D1" for n in MIXTURE_NAMES if sum(u > 10 for u in r[n]["usage_per_seed"][0]) < 2),
         *(r[n]["intervals"]["pairwise_bleu"]["ci_low"] <= r[n]["pairwise_bleu"] <= r[n]["intervals"]["pairwise_bleu"]["ci_high"]
           for n in MIXTURE_NAMES),
         r["vnmt"]["probe"]["kl"] >= 0 and 0 <= r["vnmt"]["probe"]["own_reference"] <= 1 and r["vnmt"]["probe"]["chance"] == 1 / 3,
         len(r["training"]) == 17 and all(len(v[0]) == 2 for v in r["training"].values()),
-        len(r["claims"]) == 13,
     ],
     "08_choosing_a_method": lambda r: [
         r["profile"] == "ci" and r["ks"] == [2, 4] and r["seeds"] == [0],
@@ -341,16 +328,19 @@ EXPECTED = {
         # the decoding methods share one baseline: one training time
         len({r["toy"][n]["K2"]["train_seconds"] for n in ("sampling", "topk", "nucleus", "beam", "diverse_beam")}) == 1,
         # the tuned settings come from the grids, and the ranking lists every method at every K
-        r["settings"]["topk.K2"]["top_k"] in (2, 3, 5, 10) and r["settings"]["nucleus.K4"]["top_p"] in (0.5, 0.7, 0.9, 0.95),
+        r["settings"]["topk.K2"]["top_k"] in (2, 3, 5, 10, 20, 40)
+        and r["settings"]["nucleus.K4"]["top_p"] in (0.5, 0.7, 0.9, 0.95, 0.99, 0.999),
+        isinstance(r["tuned_at_grid_edge"], list) and len(r["tuned_at_grid_edge"]) <= 4,
         *(sorted(x["method"] for x in r["ranking"][f"K{k}"]) == sorted(COMPARE_METHODS) for k in (2, 4)),
-        r["human"]["coverage"] == 4 and "human" not in r["toy"] and "bible" not in r and set(r["claims"]),
-        # every table entry with its interval, every claim three-valued, the sanity checks passed
+        r["human"]["coverage"] == 4 and "human" not in r["toy"] and "bible" not in r,
+        "claims" not in r and "sanity" not in r,      # the papers' claims are the reproductions'
+        # "quality first" never names a method that writes fewer than K - 0.5 distinct hypotheses per source
+        *(r["toy"][r["recommendation"]["quality first"][f"K{k}"]["method"]][f"K{k}"]["distinct"] >= k - 0.5 for k in (2, 4)),
+        # every table entry with its interval
         *(iv["ci_low"] <= iv["ci_high"] for n in COMPARE_METHODS for k in (2, 4)
           for iv in r["toy"][n][f"K{k}"]["intervals"].values()),
         *(set(r["toy"][n][f"K{k}"]["intervals"]) == {"pairwise_bleu", "multi_ref_bleu", "avg_oracle_bleu", "mbleu", "coverage"}
           for n in COMPARE_METHODS for k in (2, 4)),
-        all(c["verdict"] in VERDICTS and c["ci_low"] <= c["ci_high"] for c in r["claims"].values()),
-        r["sanity"] and all(r["sanity"].values()),
         # the distance to the human point is a length, and the ranking's first has the smallest
         *(all(x["distance"] >= 0 for x in r["ranking"][f"K{k}"])
           and r["ranking"][f"K{k}"][0]["distance"] == min(x["distance"] for x in r["ranking"][f"K{k}"]) for k in (2, 4)),

@@ -1,6 +1,6 @@
 """The run a notebook starts in its setup cell: ``run = nbs.start(PROFILE, SEED)``.
 
-A :class:`Run` holds what every lesson cell needs besides the lesson: the profile's settings
+A :class:`Run` holds what every notebook cell needs besides the lesson: the profile's settings
 (``run.profile``), the device (``run.device``), the seed, and the results record that ends up in
 ``build/notebooks/<notebook>.json`` (``run.results``). :func:`read_environment` is the one place
 the package reads its ``NBS_*`` settings (where files live aside: :mod:`nbsupport.paths`); the
@@ -80,28 +80,6 @@ class Run:
             entry = entry[k]
         entry[last] = value
         return value
-
-    def claim(self, statement: str, value, direction: str = ">", threshold: float = 0.0, cites: str = "",
-              undecided_because: str | None = None):
-        """Test a paper's statement on this run (:func:`nbsupport.stats.claim`: the value's interval
-        against ``threshold`` in the paper's ``direction``), print its verdict (holds / not decided /
-        contradicted) and record it under ``claims``. ``undecided_because``: a reason the run cannot
-        decide the statement whatever the interval says (its models did not converge, say): the
-        verdict is then "not decided", recorded with the reason and the interval's own verdict."""
-        from ..stats import claim
-        c = claim(statement, value, direction, threshold, cites, undecided_because)
-        self.results.setdefault("claims", {})[statement] = c.to_dict()
-        print(c)
-        return c
-
-    def sanity(self, statement: str, ok: bool) -> bool:
-        """A check of the task's or the code's construction (a metric's identity, a generator's
-        ordering), not of a paper's claim: printed and recorded under ``sanity``, never among the
-        claims, because it cannot come out otherwise unless the code is broken."""
-        ok = bool(ok)
-        self.results.setdefault("sanity", {})[statement] = ok
-        print(f"[{'check ok' if ok else 'CHECK FAILED'}] {statement}")
-        return ok
 
     def save(self, notebook: str, summary: dict | None = None):
         """Write the results to ``build/notebooks/<notebook>.json`` (with ``summary``, the few numbers

@@ -35,6 +35,29 @@ def purity(confusion) -> float:
     return sum(max(r) / sum(r) for r in rows) / len(rows)
 
 
+def matched_accuracy(confusion) -> float:
+    """The share of hypotheses written in the style their latent value is matched to, when each
+    latent value is matched to a *different* style (the one-to-one matching with the most
+    hypotheses, Hungarian algorithm). Unlike :func:`purity`, latent values that all write one style
+    score 1/S, not 1; K x S counts with K <= S (every value needs a style of its own)."""
+    from scipy.optimize import linear_sum_assignment
+    c = np.asarray(confusion, dtype=float)
+    if c.ndim != 2 or c.shape[0] > c.shape[1] or c.sum() <= 0:
+        raise ValueError(f"matched_accuracy needs K x S counts with K <= S and some hypotheses, got shape {c.shape}")
+    rows, cols = linear_sum_assignment(c, maximize=True)
+    return float(c[rows, cols].sum() / c.sum())
+
+
+def resampled_matched_accuracy(per_source_confusion, boot):
+    """:func:`matched_accuracy` of the latent x style counts summed over the sources
+    (:func:`confusion_per_source`), on the test set and in every resample of ``boot``
+    (:class:`nbsupport.stats.Resamples`): a :class:`nbsupport.stats.Resampled`."""
+    from ..stats import Resampled
+    conf = np.asarray(per_source_confusion, dtype=float)
+    return Resampled(matched_accuracy(conf.sum(0)),
+                     np.array([matched_accuracy(c) for c in np.tensordot(boot.counts, conf, axes=1)]))
+
+
 def latents_used(usage: Sequence[int], share: float = 0.01) -> int:
     """How many latent values (experts, domains) took more than ``share`` of the training
     sentences, from a usage histogram (one count per value)."""

@@ -29,9 +29,12 @@ METHODS = ("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "h
            "target_conditioning")
 DECODING = ("sampling", "topk", "nucleus", "beam", "diverse_beam")       # the baseline, K hypotheses each
 # the decoding baselines' grids, searched on the dev set for every K (the papers tune top-k and
-# diverse beam by grid search: the seed paper section 5, Shen et al. section 5); sampling and beam have none
-GRIDS = {"topk": {"top_k": (2, 3, 5, 10)},
-         "nucleus": {"top_p": (0.5, 0.7, 0.9, 0.95)},
+# diverse beam by grid search: the seed paper section 5, Shen et al. section 5); sampling and beam have none.
+# Top-k and nucleus reach close to plain sampling (k = 40 of the toy's 80 target words; p = 0.999), which they
+# equal at k = the vocabulary or p = 1 and is a method of its own: a choice at the grid's largest value then
+# says that the criterion prefers sampling itself, not that the grid was too short.
+GRIDS = {"topk": {"top_k": (2, 3, 5, 10, 20, 40)},
+         "nucleus": {"top_p": (0.5, 0.7, 0.9, 0.95, 0.99, 0.999)},
          "diverse_beam": {"diversity": (0.2, 0.5, 1.0, 2.0)}}
 METRICS = ("pairwise_bleu", "avg_oracle_bleu", "multi_ref_bleu", "mbleu", "coverage", "distinct", "train_seconds",
            "decode_sent_per_s")
@@ -147,6 +150,22 @@ def distinct(hyps) -> float:
     return statistics.mean(len(set(hs)) for hs in hyps)
 
 
+def full_sets(distinct_per_method: dict, k: int) -> tuple[str, ...]:
+    """The methods (of ``{method: mean distinct hypotheses per source}``) that write at least
+    K - 0.5 distinct hypotheses per source on average: a set of copies is not K translations, so
+    only these may lead a ranking by quality."""
+    if k < 1:
+        raise ValueError(f"K must be a positive number of hypotheses, got {k!r}")
+    return tuple(n for n, d in distinct_per_method.items() if d >= k - 0.5)
+
+
+def at_grid_edge(name: str, setting: dict) -> bool:
+    """Was ``name``'s tuned ``setting`` (:func:`tune`) the largest value of its grid (the closest to
+    plain sampling for top-k and nucleus)?"""
+    (option, values), = GRIDS[name].items()
+    return setting[option] == max(values)
+
+
 def human_point(refs) -> dict:
     h = human_scores(refs)
     return {"pairwise_bleu": h["pairwise_bleu"], "avg_oracle_bleu": h["avg_oracle_bleu"],
@@ -179,11 +198,17 @@ def translate(name: str, model, t: Task, sources, k: int, seed: int = 0, unknown
     return registry.translate(name, model, t.src_vocab, t.tgt_vocab, sources, k=k, seed=seed, unknown=unknown, **options)
 
 
+CRITERIA = ("human", "quality")
+
+
 def tune(name: str, model, t: Task, k: int, dev_sentences: int, seed: int = 0,
-         quality: str = "avg_oracle_bleu") -> tuple[dict, list[dict]]:
-    """The grid setting of ``name`` whose dev-set point lies closest to the dev set's human
-    point (:func:`distance` with ``quality``), and every setting's dev scores ({} and [] for a
-    method without a grid)."""
+         quality: str = "avg_oracle_bleu", criterion: str = "human") -> tuple[dict, list[dict]]:
+    """The grid setting of ``name`` chosen on the dev set, and every setting's dev scores ({} and []
+    for a method without a grid). ``criterion``: "human", the setting whose point lies closest to
+    the dev set's human point (:func:`distance` with ``quality``); "quality", the setting with the
+    highest ``quality`` (the seed paper's "grid search ... report the best result", section 5.2)."""
+    if criterion not in CRITERIA:
+        raise ValueError(f"unknown criterion {criterion!r}; valid criteria: {', '.join(CRITERIA)}")
     grid = GRIDS.get(name)
     if not grid:
         return {}, []
@@ -195,7 +220,8 @@ def tune(name: str, model, t: Task, k: int, dev_sentences: int, seed: int = 0,
     for v in values:
         point = scores(translate(name, model, t, srcs, k, seed, **{option: v}), refs, seed)
         tried.append({option: v, **point, "distance": distance(point, human, quality)})
-    best = min(tried, key=lambda r: r["distance"])
+    best = (min(tried, key=lambda r: r["distance"]) if criterion == "human"
+            else max(tried, key=lambda r: r[quality]))
     return {option: best[option]}, tried
 
 

@@ -10,7 +10,7 @@ from .analysis import degeneracy, latents_used, one_reference, per_latent_bleu_o
 from ..data.batching import pad_batch
 from ..metrics import diversity_report, pairwise_bleu
 from ..models.mixture import MixtureConfig
-from ..pipeline import Task, toy_task, train_in_parallel, train_model
+from ..pipeline import Task, is_cached, toy_task, train_in_parallel, train_model
 from ..profiles import Profile, profile
 
 
@@ -48,6 +48,39 @@ def prefetch_variants(t: Task, variants, device, seeds=(0,), dropouts=(None,)) -
 
 
 CONVERGED_DROP = 0.02   # converged: the last epoch lowered the validation NLL by under 2%
+
+
+def converged_job(t: Task, variant: MixtureConfig, epochs: int, dropout: float | None = None, seed: int = 0) -> dict:
+    """:func:`variant_job` trained until an epoch lowers the validation NLL by under
+    :data:`CONVERGED_DROP`, for at most ``epochs`` epochs (the reproduction's budget)."""
+    return {**variant_job(t, variant, dropout, seed),
+            "training_overrides": {"epochs": epochs, "converged_below": CONVERGED_DROP, "patience": 1}}
+
+
+def _lesson_model_if_converged(t: Task, variant: MixtureConfig, device, dropout, seed):
+    job = variant_job(t, variant, dropout, seed)
+    if not is_cached(t, **job):
+        return None
+    model, hist = train_model(t, device=device, progress=False, **job)
+    return (model, hist) if converged(hist) and t.training.get("converged_below") == CONVERGED_DROP else None
+
+
+def train_to_convergence(t: Task, variant: MixtureConfig, device, epochs: int, dropout: float | None = None,
+                         seed: int = 0):
+    """A mixture trained to the convergence rule within ``epochs`` epochs: the lessons' cached model
+    when it already stopped by the same rule (the same run, which a longer cap would only have let
+    go on had it not stopped), else one trained with the cap ``epochs`` (:func:`converged_job`)."""
+    return (_lesson_model_if_converged(t, variant, device, dropout, seed)
+            or train_model(t, device=device, progress=False, **converged_job(t, variant, epochs, dropout, seed)))
+
+
+def prefetch_to_convergence(t: Task, variants, device, epochs: int, seeds=(0,)) -> list[str]:
+    """:func:`prefetch_variants` for :func:`train_to_convergence`: the models neither cached by the
+    lessons (converged) nor by an earlier run, several at once on a CPU, costliest first."""
+    jobs = [converged_job(t, v, epochs, None, seed) for v in variants for seed in seeds
+            if _lesson_model_if_converged(t, v, "cpu", None, seed) is None]
+    jobs.sort(key=lambda job: (job["options"].em == "soft", job["options"].params == "independent"), reverse=True)
+    return train_in_parallel(t, jobs, device)
 VNMT_DIM = 16    # the Gaussian latent's dimension (Shen et al.: 512 with 512-d models; ours are 128-d)
 
 
@@ -74,7 +107,7 @@ def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0, histor
     per-latent BLEU against one reference per source (``per_latent_bleu_1ref``, as Table 7:
     :func:`~nbsupport.lessons.analysis.per_latent_bleu_one_ref`), pairwise BLEU, multi-reference BLEU,
     average oracle BLEU, coverage, the D1/D2 label, and the hypotheses. With the training
-    ``history`` of a mixture, also the last epoch's E-step ``usage`` (sentences per latent),
+    ``history`` of a mixture, also the last epoch's E-step ``usage`` (sentences per latent; soft EM: posterior mass),
     ``latents_used`` and the style ``agreement`` (:func:`agreement_of`), and the label counts a
     model whose E-step used one latent as D1
     (:func:`~nbsupport.lessons.analysis.one_latent_used`)."""
@@ -89,7 +122,9 @@ def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0, histor
     rep = diversity_report(hyps, refs, seed=seed)
     plb = per_latent_bleu_one_ref(hyps, refs, seed)
     usage = history.epochs[-1].get("usage") if history is not None and history.epochs else None
-    extra = {} if usage is None else {"usage": list(usage), "latents_used": latents_used(usage),
+    if usage is not None:      # soft EM's usage is posterior mass: a tenth of a sentence is precision enough
+        usage = [u if isinstance(u, int) else round(float(u), 1) for u in usage]
+    extra = {} if usage is None else {"usage": usage, "latents_used": latents_used(usage),
                                       "agreement": agreement_of(history)}
     return {"per_latent_bleu_1ref": plb, "pairwise_bleu": rep["pairwise_bleu"], "multi_ref_bleu": rep["multi_ref_bleu"],
             "avg_oracle_bleu": rep["avg_oracle_bleu"], "coverage": rep["ref_coverage"],
@@ -126,17 +161,18 @@ def runner_up_ratio(per_latent):
 def second_usage_share(usage, seed: int = 0):
     """The share of the training sentences the E-step gave to its second most used latent
     (D1 by definition when it is about 0: one expert takes everything), with its resamples over
-    the training sentences (:class:`~nbsupport.stats.Resamples` of the usage histogram)."""
+    the training sentences (:class:`~nbsupport.stats.Resamples` of the usage histogram). Soft
+    EM's usage is posterior mass (floats): resampled as that many whole sentences, rounded."""
     import numpy as np
     from ..stats import Resampled, Resamples
-    usage = [int(u) for u in usage]
-    n = sum(usage)
+    usage = [float(u) for u in usage]
+    n = round(sum(usage))
     if n < 1 or len(usage) < 2:
         raise ValueError(f"need a usage histogram of K >= 2 latents with some sentences, got {usage}")
     second = sorted(range(len(usage)), key=lambda z: usage[z], reverse=True)[1]
     indicator = np.zeros(n)
-    indicator[:usage[second]] = 1.0                   # the order of the sentences does not matter to a resample
-    return Resampled(usage[second] / n, Resamples(n, seed=seed).mean(indicator))
+    indicator[:round(usage[second])] = 1.0            # the order of the sentences does not matter to a resample
+    return Resampled(usage[second] / sum(usage), Resamples(n, seed=seed).mean(indicator))
 
 
 def converged(history, tolerance: float = CONVERGED_DROP) -> bool:

@@ -149,19 +149,26 @@ def train_in_parallel(data: MultiSourceData, systems, device, seed: int = 0) -> 
 def train_pairs_in_parallel(pairs, device, seed: int = 0) -> list[tuple[MultiSourceData, str]]:
     """:func:`train_in_parallel` for (data, system) pairs of several data sets (a variant of the
     toy beside the default one): the uncached ones, several at once on a CPU. Returns those trained."""
+    return [(d, s) for d, s, _ in train_jobs_in_parallel([(d, s, seed) for d, s in pairs], device)]
+
+
+def train_jobs_in_parallel(jobs, device) -> list[tuple[MultiSourceData, str, int]]:
+    """:func:`train_in_parallel` for (data, system, model seed) triples (several seeds of a system, as
+    a reproduction trains them): the uncached ones, several at once on a CPU. Returns those trained."""
     todo, seen = [], set()
-    for data, s in pairs:
+    for data, s, seed in jobs:
         path = model_key_and_path(*_configs(data, s, seed))[1]
         if path not in seen and not path.exists():
             seen.add(path)
-            todo.append((data, s))
+            todo.append((data, s, seed))
     # the costliest first (input feeding runs the decoder step by step; two sources cost more; more data)
     todo.sort(key=lambda p: (SYSTEMS[p[1]][2] != "none", len(SYSTEMS[p[1]][0]),
                              len(p[0].corpus.train) * p[0].training.get("epochs", 1)), reverse=True)
-    several = len({id(d) for d, _ in todo}) > 1
-    names = ", ".join(f"{s} [{len(d.corpus.train)} triples]" if several else s for d, s in todo)
-    if not todo or not train_in_worker_processes(_train_in_worker, [(d, s, seed) for d, s in todo], device,
-                                                 f"systems ({names})"):
+    several = len({id(d) for d, _, _ in todo}) > 1
+    seeds = len({seed for _, _, seed in todo}) > 1
+    names = ", ".join(f"{s}" + (f" [{len(d.corpus.train)} triples]" if several else "") + (f" seed {seed}" if seeds else "")
+                      for d, s, seed in todo)
+    if not todo or not train_in_worker_processes(_train_in_worker, todo, device, f"systems ({names})"):
         return []
     return todo
 
@@ -180,6 +187,36 @@ def resampled_scores(data: MultiSourceData, hyps: list[str], boot, refs=None, sp
         with np.errstate(invalid="ignore", divide="ignore"):
             out[k] = Resampled(float(h[:, 0].sum() / h[:, 1].sum()), boot.mean(h[:, 0]) / boot.mean(h[:, 1]))
     return out
+
+
+@torch.no_grad()
+def sentence_nll(model: MultiSourceLSTM, data: MultiSourceData, system: str, split: str = "test"):
+    """Per sentence of a split: the NLL (nats) of its training-target reference and that reference's
+    token count (the end marker included), the two sums :func:`evaluate_system`'s perplexity divides;
+    two numpy arrays in the split's order."""
+    import numpy as np
+    from ..data.vocab import PAD
+    from ..train import _autocast
+    model.eval()
+    device = next(model.parameters()).device
+    enc = data.encoded(split, data.langs(system))
+    nll, tokens = np.zeros(len(enc)), np.zeros(len(enc))
+    for batch in enc.batches(4096, shuffle=False, seed=0, device=device):      # evaluate_system's batches
+        with _autocast(device):
+            nll[batch.idx] = model.validation_nll(batch, TrainConfig()).double().cpu().numpy()
+        tokens[batch.idx] = (batch.tgt_out != PAD).sum(-1).cpu().numpy()
+    return nll, tokens
+
+
+def resampled_perplexity(model: MultiSourceLSTM, data: MultiSourceData, system: str, boot, split: str = "test"):
+    """Figure 4's perplexity (:func:`evaluate_system`'s ``ppl``) as a :class:`nbsupport.stats.Resampled`
+    on the resamples ``boot`` of the sentences: exp of the resampled NLL over the resampled tokens."""
+    import numpy as np
+    from ..stats import Resampled
+    nll, tokens = sentence_nll(model, data, system, split)
+    if len(nll) != boot.n:
+        raise ValueError(f"{len(nll)} {split} sentences, but the resamples are of {boot.n}")
+    return Resampled(math.exp(nll.sum() / tokens.sum()), np.exp(boot.mean(nll) / boot.mean(tokens)))
 
 
 def _batches(data: MultiSourceData, langs, split: str, batch_size: int, device):

@@ -155,7 +155,9 @@ class MixtureModel(nn.Module, Family):
 
     def mixture_loss(self, src, tgt_in, tgt_out, idx=None):
         """The M-step loss per target token: -sum_z r_z log p(y, z | x) / tokens, r from the
-        E-step (online) or from the last refresh (offline). Returns (loss, argmax z)."""
+        E-step (online) or from the last refresh (offline). Returns (loss, usage): hard EM the
+        chosen z per sentence, (B,); soft EM the responsibilities r, (B, K), whose sum over the
+        sentences is each expert's usage (its posterior mass, as the authors' code counts it)."""
         if self.mixture.schedule == "offline":
             if idx is None or len(self.stored) == 0:
                 raise ValueError("offline schedule: call refresh() before the epoch and pass the batch's indices")
@@ -170,7 +172,7 @@ class MixtureModel(nn.Module, Family):
             z = r.argmax(dim=1)
             return (self.chosen_nll(memory, mask, tgt_in, tgt_out, z) - log_prior.gather(1, z[:, None]).sum()) / tokens, z
         lj = log_prior - self.expert_nll(memory, mask, tgt_in, tgt_out)
-        return -(r * lj).sum() / tokens, r.argmax(dim=1)
+        return -(r * lj).sum() / tokens, r
 
     def chosen_nll(self, memory, mask, tgt_in, tgt_out, z) -> torch.Tensor:
         """Hard EM's M-step: sum_i NLL_{z_i}(y_i), each sentence under the expert the E-step chose,
@@ -199,7 +201,8 @@ class MixtureModel(nn.Module, Family):
     # ------------------------------------------------------------------ the protocol (.protocol)
     @staticmethod
     def cache_key(options: MixtureConfig) -> dict:
-        return {"mixture": options.name + "/" + options.dropout_in}
+        # soft EM's cached training history records usage as posterior mass (not argmax counts)
+        return {"mixture": options.name + "/" + options.dropout_in, **({"usage": "posterior mass"} if options.em == "soft" else {})}
 
     def before_epoch(self, data, cfg, device) -> None:
         if self.mixture.schedule == "offline":

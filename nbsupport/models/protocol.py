@@ -8,7 +8,8 @@ by name; a new family implements this class in its own module and adds one line 
 ``Family.build(config, options)``     a new model from its configuration (a class method)
 ``Family.cache_key(options)``         what ``options`` adds to the model cache's key
 ``training_loss(batch, progress,      the loss of one training step (per target token) and
-cfg)``                                the latent value chosen per sentence, or None
+cfg)``                                the latent value chosen per sentence (B,), or soft EM's
+                                      responsibilities (B, K), or None
 ``before_epoch(data, cfg, device)``   work once per epoch (the offline E-step of a mixture)
 ``validation_nll(batch, cfg)``        per-sentence -log p(y | x), or its bound, (B,)
 ``stepper(src, z, use_cache)``        a :class:`Stepper`, the decoders' stepping interface

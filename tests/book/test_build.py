@@ -180,7 +180,7 @@ def test_a_paper_page_shows_its_reproduction_s_claims_per_seed_and_pooled(tmp_pa
     runs = book.load_reproductions(tmp_path, "ci", allow_stale=False)
     assert [r.stem for r in runs] == [stem] and runs[0].papers == [paper]
     page = book.paper_page(paper, [], runs)
-    assert "| moe_diverse | Hard-MoE is more diverse | §5, Table 1 | not decided | 2 [-0.5, 4.5] | > 0.0 | 2 holds, 1 not decided |" in page
+    assert "| moe_diverse | Hard-MoE is more diverse | §5, Table 1 | not decided | 2 [-0.5, 4.5] | &gt; 0.0 | 2 holds, 1 not decided |" in page
     records = book.records_page(runs)
     assert "0 holds, 1 not decided, 0 contradicted" in records and "converged: FAILED" in records
     assert "0 holds; 1 holds; 2 not decided" in records and "Construction checks (not claims): 1, all passed." in records
