@@ -189,32 +189,51 @@ def lesson_sources() -> list[Path]:
     return sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
-def load_lessons(folder: Path, profile: str, allow_stale: bool, only: list[str] | None = None) -> list[Lesson]:
-    lessons, refused = [], []
-    for src in lesson_sources():
-        if only and not any(src.stem.startswith(o) for o in only):
+def read_run(src: Path, folder: Path, profile: str, allow_stale: bool) -> tuple[dict, dict, dict, bool]:
+    """The executed copy of ``src`` in ``folder``, its results and the run's provenance (and whether it
+    ran another version of ``src``); raises Refused when the book must not show it."""
+    executed, results = folder / src.name, folder / f"{src.stem}.json"
+    if not executed.exists():
+        raise Refused(f"no executed copy in {folder} (run: make notebooks)")
+    nb = json.loads(executed.read_text(encoding="utf-8"))
+    record = json.loads(results.read_text(encoding="utf-8")) if results.exists() else None
+    run, stale = check_run(nb, record, profile, json.loads(src.read_text(encoding="utf-8")))
+    if stale and not allow_stale:
+        raise Refused(f"it ran another version of the notebook than {src.parent.relative_to(ROOT)}/ holds "
+                      "(run it again, or build with --allow-stale / BOOK_ALLOW_STALE=1)")
+    return nb, record, run, stale
+
+
+def load_runs(sources: list[Path], folder: Path, profile: str, allow_stale: bool, what: str,
+              papers_of, optional: bool = False) -> list[Lesson]:
+    """A :class:`Lesson` for every source's run in ``folder`` (``papers_of(src, opening)``: the papers
+    it follows); every refused run named in one error. ``optional``: a source with no run is skipped."""
+    runs, refused = [], []
+    for src in sources:
+        if optional and not (folder / src.name).exists():
             continue
-        executed, results = folder / src.name, folder / f"{src.stem}.json"
         try:
-            if not executed.exists():
-                raise Refused(f"no executed copy in {folder} (run: make notebooks)")
-            nb = json.loads(executed.read_text(encoding="utf-8"))
-            record = json.loads(results.read_text(encoding="utf-8")) if results.exists() else None
-            source = json.loads(src.read_text(encoding="utf-8"))
-            run, stale = check_run(nb, record, profile, source)
-            if stale and not allow_stale:
-                raise Refused("it ran another version of the notebook than notebooks/ holds "
-                              "(run it again, or build with --allow-stale / BOOK_ALLOW_STALE=1)")
+            nb, record, run, stale = read_run(src, folder, profile, allow_stale)
         except Refused as why:
             refused.append(f"{src.stem}: {why}")
             continue
         first = first_markdown(nb)
-        follows = follows_text(first)
-        lessons.append(Lesson(src.stem, executed, results, nb, record, title_of(first, src.stem), follows,
-                              papers_named(follows), run, stale))
+        follows, papers = papers_of(src, first)
+        runs.append(Lesson(src.stem, folder / src.name, folder / f"{src.stem}.json", nb, record,
+                           title_of(first, src.stem), follows, papers, run, stale))
     if refused:
-        raise Refused("the book refuses these runs:\n  " + "\n  ".join(refused))
-    return lessons
+        raise Refused(f"the book refuses these {what}:\n  " + "\n  ".join(refused))
+    return runs
+
+
+def _lesson_papers(src: Path, opening: str) -> tuple[str, list]:
+    follows = follows_text(opening)
+    return follows, papers_named(follows)
+
+
+def load_lessons(folder: Path, profile: str, allow_stale: bool, only: list[str] | None = None) -> list[Lesson]:
+    sources = [s for s in lesson_sources() if not only or any(s.stem.startswith(o) for o in only)]
+    return load_runs(sources, folder, profile, allow_stale, "runs", _lesson_papers)
 
 
 def reproduction_sources() -> list[Path]:
@@ -224,27 +243,8 @@ def reproduction_sources() -> list[Path]:
 def load_reproductions(folder: Path, profile: str, allow_stale: bool) -> list[Lesson]:
     """The reproductions run in ``folder`` (a paper whose reproduction was not run has none: its page
     says how to run it); a run that is there is checked as a lesson's is, and refused the same way."""
-    runs, refused = [], []
-    for src in reproduction_sources():
-        executed, results = folder / src.name, folder / f"{src.stem}.json"
-        if not executed.exists():
-            continue
-        try:
-            nb = json.loads(executed.read_text(encoding="utf-8"))
-            record = json.loads(results.read_text(encoding="utf-8")) if results.exists() else None
-            run, stale = check_run(nb, record, profile, json.loads(src.read_text(encoding="utf-8")))
-            if stale and not allow_stale:
-                raise Refused("it ran another version of the notebook than notebooks/reproductions/ holds "
-                              "(run it again, or build with --allow-stale / BOOK_ALLOW_STALE=1)")
-        except Refused as why:
-            refused.append(f"{src.stem}: {why}")
-            continue
-        first = first_markdown(nb)
-        runs.append(Lesson(src.stem, executed, results, nb, record, title_of(first, src.stem), "",
-                           [p for p in PAPERS if p.repro == src.stem], run, stale))
-    if refused:
-        raise Refused("the book refuses these reproduction runs:\n  " + "\n  ".join(refused))
-    return runs
+    return load_runs(reproduction_sources(), folder, profile, allow_stale, "reproduction runs",
+                     lambda src, opening: ("", [p for p in PAPERS if p.repro == src.stem]), optional=True)
 
 
 def missing(folder: Path) -> list[Path]:
