@@ -116,7 +116,8 @@ _SCONES_LAB = dict(toy=dict(n_train=15000, model=dict(d_model=64, d_ff=256, enc_
 # settings), each system trained until two epochs in a row lower its validation NLL by under 2% (one such epoch
 # also stopped single sources in the pause after the warm-up: de at lab seed 0 after epoch 4, at 1.35 nats/token
 # against 0.41 by epoch 23), at most `epochs`. Measured at lab, seed 0: the systems without attention stop after
-# 15-25 epochs of about 1 s, the attention ones after about 20 of about 4 s (two at a time on the 2-core machine).
+# 15-25 epochs of about 1 s; the attention ones reached a single such epoch after 13-19 epochs of 2-6 s (two at a
+# time on the 2-core machine).
 _ZOPH_KNIGHT_LAB = dict(epochs=40, patience=2)
 _REPRODUCTION_LAB = dict(seeds=3, seed_paper=dict(ks=(4, 8), test_sentences=200, dev_sentences=50,
                                                   training=dict(epochs=40, converged_below=0.02, patience=2)), zoph_knight=_ZOPH_KNIGHT_LAB, shen=_SHEN_LAB, scones=_SCONES_LAB, lachaux=_LACHAUX_LAB)
