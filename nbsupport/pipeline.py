@@ -14,10 +14,9 @@ from .data import bible
 from .data.synthetic import Corpus, ToyConfig, toy, toy_config, toy_trilingual
 from .data.vocab import WordVocab, train_sentencepiece
 from .models.transformer import TransformerConfig
-from .harness.workers import train_in_worker_processes
 from .profiles import Profile, profile
 from .runtime import check_seed, setup
-from .train import Encoded, TrainConfig, model_key_and_path, train_or_load
+from .train import Encoded, TrainConfig, model_key_and_path, train_or_load, train_several
 
 
 @dataclass
@@ -99,7 +98,7 @@ def _train_in_worker(task: Task, job: dict) -> float:
 def train_in_parallel(task: Task, jobs: list[dict], device) -> list[str]:
     """Train the models of ``jobs`` (each the keyword arguments of :func:`train_model` but
     ``task``, ``device`` and ``progress``) that are not cached yet, several at once on a CPU (one
-    process per core: :func:`nbsupport.harness.workers.cpu_workers`), into the cache, so that the
+    process per core: the runner the harness installs, :func:`nbsupport.train.train_several`), into the cache, so that the
     notebook's own ``train_model`` calls then load them. In the order given (put the costliest
     first). On a GPU or with one worker nothing happens here. Returns the names trained."""
     return train_many_in_parallel([(task, job) for job in jobs], device)
@@ -108,7 +107,7 @@ def train_in_parallel(task: Task, jobs: list[dict], device) -> list[str]:
 def train_many_in_parallel(jobs: list[tuple[Task, dict]], device) -> list[str]:
     """:func:`train_in_parallel` for models of several tasks: ``jobs`` is a list of (task, job)."""
     todo = [(task, job) for task, job in jobs if not is_cached(task, **job)]
-    if not train_in_worker_processes(_train_in_worker, todo, device, "models"):
+    if not train_several(_train_in_worker, todo, device, "models"):
         return []
     return [job["name"] for _, job in todo]
 

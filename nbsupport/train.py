@@ -77,15 +77,34 @@ class TrainConfig:
 
 @dataclass
 class Callbacks:
-    """What code outside the training loop may watch, without the loop knowing it (a ledger of
+    """What code outside the training loop may watch or provide, without the loop knowing it (a ledger of
     the models a run used, say): ``on_model(name, model, train_cfg, train_data, valid_data)`` is called
     for every model :func:`train_or_load` trains or loads; each of ``training`` is a function
-    returning a context manager entered around every training run."""
+    returning a context manager entered around every training run; each of ``on_host(what, seconds,
+    done, full, task)`` hears of host work a GPU does not speed up (sampling a synthetic corpus);
+    ``parallel``, when set, trains several uncached models at once: ``parallel(fn, jobs, device, what)``
+    runs ``fn(*job)`` for every job and returns False when the caller must train them itself (the
+    harness sets it: worker processes, one per CPU core)."""
     on_model: list[Callable] = field(default_factory=list)
     training: list[Callable] = field(default_factory=list)
+    on_host: list[Callable] = field(default_factory=list)
+    parallel: Callable | None = None
 
 
 CALLBACKS = Callbacks()
+
+
+def train_several(fn, jobs: list[tuple], device, what: str) -> bool:
+    """``fn(*job)`` for every job (each trains one model into the cache) with the runner the harness
+    installed (:attr:`Callbacks.parallel`); False when there is none or it declines: the caller then
+    trains each model when it first asks for it."""
+    return bool(jobs) and CALLBACKS.parallel is not None and bool(CALLBACKS.parallel(fn, jobs, device, what))
+
+
+def host_work(what: str, seconds: float, done: int, full: int, task: str | None = None) -> None:
+    """Tell the watchers (:attr:`Callbacks.on_host`) of host work measured on ``done`` items of ``full``."""
+    for on_host in CALLBACKS.on_host:
+        on_host(what, seconds, done, full, task)
 
 
 class LatentUsage:

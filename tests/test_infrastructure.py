@@ -182,3 +182,19 @@ def test_worker_processes_that_cannot_run_fall_back_to_one_at_a_time(capsys):
     assert try_in_processes(lambda x: x, [(1,), (2,)], 2) is False
     assert "training one at a time instead" in capsys.readouterr().out
     assert try_in_processes(abs, [(-1,), (2,)], 2) is True
+
+
+def test_the_harness_hands_its_parallel_runner_to_the_training_code(monkeypatch):
+    """Without a runner, train_several declines (each model then trains when first asked for); nbs.start
+    installs the harness's worker processes, which the pipeline and the lessons use without importing them."""
+    from nbsupport import train
+    from nbsupport.harness import workers
+    monkeypatch.setattr(train.CALLBACKS, "parallel", None)
+    assert train.train_several(print, [(1,)], "cpu", "models") is False
+    calls = []
+    monkeypatch.setattr(train.CALLBACKS, "parallel", lambda fn, jobs, device, what: calls.append((jobs, what)) or True)
+    assert train.train_several(print, [(1,), (2,)], "cpu", "models") is True and calls == [([(1,), (2,)], "models")]
+    assert train.train_several(print, [], "cpu", "models") is False and len(calls) == 1      # nothing to train
+    monkeypatch.setattr(train.CALLBACKS, "parallel", None)
+    nbs.start("ci", 0, quiet=True)
+    assert train.CALLBACKS.parallel is workers.train_in_worker_processes

@@ -1,4 +1,5 @@
-"""The package's layers, read from its source: the engine imports nothing of the harness, and no
+"""The package's layers, read from its source: every top-level module and package is placed in one
+layer (engine, settings, lessons, views, harness), each layer imports only the layers below it, and no
 module imports itself back through others (imports inside functions count)."""
 import ast
 from pathlib import Path
@@ -8,7 +9,15 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "nbsupport"
 # data, models, training loop, decoding, search, losses, metrics, kernels, and what they stand on
 ENGINE = ("data", "models", "kernels", "train", "decode", "search", "losses", "metrics", "ibm", "cache",
-          "registry", "runtime", "paths")
+          "registry", "runtime", "paths", "pipeline", "stats", "speed", "results", "_version")
+SETTINGS = ("profiles",)
+VIEWS = ("views",)                       # tables, plots, widgets and the live render functions
+LESSONS = ("lessons", "claims")          # what the notebooks teach and test with: the lesson helpers, the claims
+HARNESS = ("harness",)
+LAYERS = {"settings": SETTINGS, "engine": ENGINE, "views": VIEWS, "lessons": LESSONS, "harness": HARNESS}
+# what each layer may import besides itself, from the bottom up; the facade nbsupport/__init__ imports everything
+MAY_IMPORT = {"settings": set(), "engine": {"settings"}, "views": {"settings", "engine"},
+              "lessons": {"settings", "engine", "views"}, "harness": {"settings", "engine", "views", "lessons"}}
 
 
 def module_name(path: Path) -> str:
@@ -120,3 +129,47 @@ def test_no_module_imports_itself_back():
 def test_the_engine_imports_nothing_of_the_harness(name):
     harness = sorted(m for m in reachable(graph(), name) if m.startswith("nbsupport.harness"))
     assert harness == [], f"{name} reaches the harness through its imports: {harness}"
+
+
+def layer_of(name: str) -> str | None:
+    """The layer of a module ``nbsupport.<top>[...]`` (None for the facade ``nbsupport`` itself)."""
+    if "." not in name:
+        return None
+    top = name.split(".")[1]
+    found = [layer for layer, tops in LAYERS.items() if top in tops]
+    assert found, f"nbsupport.{top} is in no layer: add it to one of {', '.join(LAYERS)} in tests/test_layout.py"
+    return found[0]
+
+
+def leaks(g: dict) -> list[str]:
+    """Every import that goes against MAY_IMPORT, as 'importer -> imported (layer -> layer)'."""
+    out = []
+    for name, deps in sorted(g.items()):
+        mine = layer_of(name)
+        for dep in sorted(deps):
+            theirs = layer_of(dep)
+            if mine is not None and theirs is not None and theirs != mine and theirs not in MAY_IMPORT[mine]:
+                out.append(f"{name} -> {dep} ({mine} -> {theirs})")
+    return out
+
+
+def test_every_module_is_placed_in_one_layer():
+    tops = {m.split(".")[1] for m in modules() if "." in m}
+    placed = [t for tops_ in LAYERS.values() for t in tops_]
+    assert len(placed) == len(set(placed)), "a module placed in two layers"
+    assert tops == set(placed), {"not placed": sorted(tops - set(placed)), "placed but missing": sorted(set(placed) - tops)}
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    assert leaks(graph()) == []
+
+
+def test_a_planted_leak_is_caught():
+    """The engine's pipeline importing the harness (as it once did), and a view importing a lesson helper."""
+    g = {name: set(deps) for name, deps in graph().items()}
+    g["nbsupport.pipeline"].add("nbsupport.harness.workers")
+    g["nbsupport.views.plots"].add("nbsupport.lessons.analysis")
+    assert leaks(g) == ["nbsupport.pipeline -> nbsupport.harness.workers (engine -> harness)",
+                        "nbsupport.views.plots -> nbsupport.lessons.analysis (views -> lessons)"]
+    with pytest.raises(AssertionError, match="in no layer"):
+        layer_of("nbsupport.newthing")

@@ -188,11 +188,13 @@ def test_host_record_projects_linearly(tmp_path):
     try:
         smoke.record_host("sampling", 2.0, done=1000, full=30000)
         smoke.record_host("cached", 0.01, done=1000, full=30000)      # loaded from the cache: not recorded
+        train_mod.host_work("via the engine", 1.0, done=10, full=20)  # what the lessons call: the ledger hears it
     finally:
         smoke.uninstall_ledger()
     smoke.record_host("after", 2.0, done=1000, full=30000)           # no ledger installed: nothing
+    train_mod.host_work("after, via the engine", 2.0, done=1, full=2)
     _, _, host = smoke.read_ledger(ledger)
-    assert [h["what"] for h in host] == ["sampling"] and host[0]["projected_s"] == pytest.approx(60.0)
+    assert [h["what"] for h in host] == ["sampling", "via the engine"] and host[0]["projected_s"] == pytest.approx(60.0)
 
 
 class _FakeSampler:

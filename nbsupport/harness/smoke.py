@@ -260,6 +260,7 @@ def install_ledger(path: Path) -> None:
     if record_training not in train.CALLBACKS.on_model:
         train.CALLBACKS.on_model.append(record_training)
         train.CALLBACKS.training.append(training_phase)
+        train.CALLBACKS.on_host.append(record_host)
     if _state["hook"] is None:
         _state["hook"] = nn.modules.module.register_module_forward_hook(_hook)
         atexit.register(_flush)
@@ -271,6 +272,7 @@ def uninstall_ledger() -> None:
     if record_training in train.CALLBACKS.on_model:
         train.CALLBACKS.on_model.remove(record_training)
         train.CALLBACKS.training.remove(training_phase)
+        train.CALLBACKS.on_host.remove(record_host)
     if _state["hook"] is not None:
         _state["hook"].remove()
         _state["hook"] = None

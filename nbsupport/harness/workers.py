@@ -78,3 +78,10 @@ def train_in_worker_processes(fn, jobs: list[tuple], device, what: str) -> bool:
         return False
     print(f"training {len(jobs)} {what}, {workers} at a time in {workers} processes", flush=True)
     return try_in_processes(fn, jobs, workers)
+
+
+def install() -> None:
+    """Hand :func:`train_in_worker_processes` to the training code (``train.CALLBACKS.parallel``): the
+    pipeline and the lessons train their uncached models through it without importing the harness."""
+    from .. import train
+    train.CALLBACKS.parallel = train_in_worker_processes

@@ -16,14 +16,13 @@ import numpy as np
 import torch
 
 from .. import ibm
-from ..harness import smoke
 from ..cache import cached_file
 from ..data import bible
 from ..data.synthetic import Corpus, Split, ToyConfig, detokenize, toy
 from ..data.vocab import WordVocab
 from ..pipeline import Task
 from ..profiles import Profile, profile
-from ..train import Encoded
+from ..train import Encoded, host_work
 
 TOKENIZE = WordVocab.tokenize       # word level, punctuation split off (the toy's own tokens)
 BIBLE_MAX_WORDS = 50                # verses longer than this (either side) are left out of IBM training
@@ -103,7 +102,7 @@ def synthetic_task(cfg: Profile | str, base, gamma: float, seed: int = 0) -> Tas
     sources = {s: [prep(x) for x in corpus.split(s).src[:limits[s]]] for s in ("train", "dev", "test")}
     t0 = time.perf_counter()
     syn = sample_corpus(ibm.Sampler(model), sources, gamma, cfg.ibm["test_refs"], seed, key["dataset"], key)
-    smoke.record_host(f"IBM-3 sampling, {key['dataset']}, gamma {gamma}", time.perf_counter() - t0,
+    host_work(f"IBM-3 sampling, {key['dataset']}, gamma {gamma}", time.perf_counter() - t0,
                       done=len(sources["train"]), full=len(corpus.train.src), task=f"ibm3-{key['dataset']}-g{gamma}")
     src_vocab = WordVocab.build(syn.train.src)
     tgt_vocab = WordVocab.build(r for rs in syn.train.refs for r in rs)

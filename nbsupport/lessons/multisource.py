@@ -21,9 +21,8 @@ from ..decode import generate
 from ..metrics import corpus_bleu
 from ..models.lstm import LSTMConfig, MultiSourceLSTM
 from ..profiles import Profile, profile
-from ..harness.workers import train_in_worker_processes
 from ..runtime import setup
-from ..train import Encoded, TrainConfig, evaluate_loss, model_key_and_path, train_or_load
+from ..train import Encoded, TrainConfig, evaluate_loss, model_key_and_path, train_or_load, train_several
 
 # name -> (source roles, combiner, attention): Figure 4's rows, plus the two-versions control.
 SYSTEMS = {
@@ -140,7 +139,7 @@ def _train_in_worker(data: MultiSourceData, system: str, seed: int) -> float:
 
 def train_in_parallel(data: MultiSourceData, systems, device, seed: int = 0) -> list[str]:
     """Train the systems not yet cached, several at once on a CPU (one process per core, see
-    :func:`nbsupport.harness.workers.cpu_workers`); each is cached, so :func:`train_system` then loads it.
+    :func:`nbsupport.train.train_several`); each is cached, so :func:`train_system` then loads it.
     On a GPU, or with one worker, nothing happens here (train_system trains them one by one).
     Returns the systems trained."""
     return [s for _, s in train_pairs_in_parallel([(data, s) for s in systems], device, seed)]
@@ -168,7 +167,7 @@ def train_jobs_in_parallel(jobs, device) -> list[tuple[MultiSourceData, str, int
     seeds = len({seed for _, _, seed in todo}) > 1
     names = ", ".join(f"{s}" + (f" [{len(d.corpus.train)} triples]" if several else "") + (f" seed {seed}" if seeds else "")
                       for d, s, seed in todo)
-    if not todo or not train_in_worker_processes(_train_in_worker, todo, device, f"systems ({names})"):
+    if not todo or not train_several(_train_in_worker, todo, device, f"systems ({names})"):
         return []
     return todo
 
