@@ -58,8 +58,8 @@ _MULTI_SOURCE_LAB = dict(toy_train=20000, toy_model=dict(d_model=128, layers=1, 
                          toy_training=dict(epochs=8, max_tokens=1024, lr=3e-3, warmup=200),
                          hard=dict(toy_train=2000, epochs=24, max_tokens=256, test=500, ambiguity="low"))
 # Notebooks 03-04 (mixtures, K = S = 3 as Shen et al.): many short runs on a smaller toy, each until its
-# validation NLL falls by under 2% in an epoch (converged) or for at most `epochs`: at lab 8 (online shared sMup,
-# M, dropout 0.1: 3.12 1.62 0.79 0.68 0.56 0.50 0.41 0.41 nats/token, converged in epoch 8); `full` (a GPU)
+# validation NLL falls by under 2% in an epoch (converged) or for at most `epochs`: at lab 8 (benchmarks/README.md
+# has the curve that set it); `full` (a GPU)
 # trains up to 30. At lab the papers' dropout 0.1 only; `full` adds 0.2, 0.3 and 0.5.
 _MIXTURE_LAB = dict(styles=3, toy_train=4000, training=dict(epochs=8, lr=2e-3, warmup=100, converged_below=0.02),
                     test_sentences=100, seeds=(0,), dropouts=(0.1,), flip_sentences=256,

@@ -79,11 +79,9 @@ def attention(q, k, v, mask=None, causal: bool = False, dropout: float = 0.0) ->
     """softmax(q k^T / sqrt(d_k)) v over the keys that ``mask`` (True = real) and, when
     ``causal``, the causal order allow (Vaswani et al. 2017, eq. 1); (B, h, T, d_k) tensors.
 
-    PyTorch's fused kernel on a GPU and for one-query decoding steps. For teacher-forced passes
-    on a CPU (training, E-step, scoring) the plain composition below: on our short sentences
-    (13 tokens, 2 cores) the CPU flash kernel cost 2.2 ms a call against 1.3 ms, and a K=10
-    E-step 117 ms against 90 ms; for one query it is the other way round (greedy at batch 4:
-    1.3-1.9x slower in plain ops)."""
+    PyTorch's fused kernel on a GPU and for one-query decoding steps; for teacher-forced passes
+    on a CPU (training, E-step, scoring) the plain composition below, faster on short sentences
+    (benchmarks/README.md, "Profile sizing and other measurements")."""
     if q.device.type != "cpu" or q.shape[-2] == 1:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout)
     scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
