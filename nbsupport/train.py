@@ -41,6 +41,10 @@ from .runtime import seed_everything
 log = logging.getLogger(__name__)   # cache hits: quiet in a lesson, visible with logging at INFO
 
 
+# the course's convergence rule: an epoch that lowers the validation loss by less than this fraction
+CONVERGED_BELOW = 0.02
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     epochs: int = 10

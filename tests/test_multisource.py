@@ -283,8 +283,7 @@ def test_systems_trained_in_parallel_are_cached_and_loaded(monkeypatch, caplog):
     caplog.set_level("INFO", logger="nbsupport.train")
     import os
     from nbsupport.lessons import multisource as ms
-    from nbsupport.harness.workers import cpu_workers, run_in_processes, train_in_worker_processes
-    monkeypatch.setattr(nbs.train.CALLBACKS, "parallel", train_in_worker_processes)   # as nbs.start hands it over
+    from nbsupport.harness.workers import cpu_workers, run_in_processes
     monkeypatch.setenv("NBS_THREADS", "2")
     assert cpu_workers("cpu", 5) == 2 and cpu_workers("cpu", 1) == 1 and cpu_workers("cuda", 5) == 1
     monkeypatch.setenv("NBS_PARALLEL", "0")
@@ -421,8 +420,6 @@ def test_toy_data_variants_are_cached_apart():
 
 def test_pairs_of_two_data_sets_train_in_parallel_and_are_cached_apart(monkeypatch):
     from nbsupport.lessons import multisource as ms
-    from nbsupport.harness.workers import train_in_worker_processes
-    monkeypatch.setattr(nbs.train.CALLBACKS, "parallel", train_in_worker_processes)
     monkeypatch.setenv("NBS_THREADS", "2")
     base = ms.toy_data("ci", 0, n_train=200, n_test=10, training={"epochs": 1})
     variant = ms.toy_data("ci", 0, n_train=100, n_test=10, training={"epochs": 1}, model={"dropout": 0.3})

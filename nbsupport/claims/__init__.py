@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from ..stats import VERDICTS, Interval, Resampled, claim as _claim, seed_mean
-
 # the convergence rule of every reproduction: the last epoch lowered the validation loss by less than this fraction
-CONVERGED_BELOW = 0.02
+from ..train import CONVERGED_BELOW
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from ..metrics import diversity_report, pairwise_bleu
 from ..models.mixture import MixtureConfig
 from ..pipeline import Task, is_cached, toy_task, train_in_parallel, train_model
 from ..profiles import Profile, profile
+from ..train import CONVERGED_BELOW
 
 
 def task(cfg: Profile | str, seed: int = 0, strength: str = "strong") -> Task:
@@ -47,7 +48,7 @@ def prefetch_variants(t: Task, variants, device, seeds=(0,), dropouts=(None,)) -
     return train_in_parallel(t, jobs, device)
 
 
-CONVERGED_DROP = 0.02   # converged: the last epoch lowered the validation NLL by under 2%
+CONVERGED_DROP = CONVERGED_BELOW   # converged: the last epoch lowered the validation NLL by under 2%
 
 
 def converged_job(t: Task, variant: MixtureConfig, epochs: int, dropout: float | None = None, seed: int = 0) -> dict:

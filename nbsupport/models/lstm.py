@@ -244,8 +244,8 @@ class MultiSourceLSTM(nn.Module, Family):
     def decoder_cell(self, gates_in: torch.Tensor, feed, hc, weights=None):
         """One time step of the decoder LSTM (``self.decoder``'s parameters, its gate order i, f, g, o
         and its dropout between layers), written out: faster than a single-step ``nn.LSTM`` call on
-        a CPU (benchmarks/README.md, "Profile sizing and other measurements"). ``gates_in`` is layer 0's input contribution W_ih x_t + b_ih,
-        computed for every position at once; ``feed`` the previous h~ (input feeding: the rest of
+        a CPU (benchmarks/README.md, "Profile sizing and other measurements"). ``gates_in`` is layer
+        0's input contribution W_ih x_t + b_ih, computed for every position at once; ``feed`` the previous h~ (input feeding: the rest of
         layer 0's input) or None; ``weights`` :meth:`recurrent_weights` (computed when None).
         Returns the top h and the new (h, c), (layers, B, d) each."""
         lstm = self.decoder
