@@ -172,7 +172,7 @@ def main(argv=None) -> int:
 
     def decode_all(model, batch, method, **kw):
         for lo in range(0, len(encoded), batch):
-            nbs.decode.generate(model, pad_batch(encoded[lo:lo + batch]).to(dev), method, **kw)
+            nbs.decode.token_ids(nbs.decode.decode(model, pad_batch(encoded[lo:lo + batch]).to(dev), method, **kw))
     for b in (4, 64):
         beam_s, greedy_s, ratio = side_by_side(lambda: decode_all(softmax, b, "beam", n=1, beam=4),
                                                lambda: decode_all(scones, b, "greedy"), repeats=3)
@@ -182,13 +182,13 @@ def main(argv=None) -> int:
     # d. K-latent parallel greedy against K separate greedy runs; KV cache against none
     moe4 = Transformer(mc(4)).to(dev).eval()
     enc = pad_batch(encoded).to(dev)
-    separate = lambda: [nbs.decode.generate(moe4, enc, "greedy", z=torch.full((len(sents),), z, device=dev))
+    separate = lambda: [nbs.decode.token_ids(nbs.decode.decode(moe4, enc, "greedy", z=torch.full((len(sents),), z, device=dev)))
                         for z in range(4)]
     raw["separate_greedy_k4_s"], raw["latent_greedy_k4_s"], ratios["latent_greedy_speedup_over_separate"] = side_by_side(
-        separate, lambda: nbs.decode.generate(moe4, enc, "latent_greedy"))
+        separate, lambda: nbs.decode.token_ids(nbs.decode.decode(moe4, enc, "latent_greedy")))
     raw["greedy_no_cache_s"], raw["greedy_cache_s"], ratios["kv_cache_speedup"] = side_by_side(
-        lambda: nbs.decode.generate(softmax, enc, "greedy", use_cache=False),
-        lambda: nbs.decode.generate(softmax, enc, "greedy", use_cache=True))
+        lambda: nbs.decode.token_ids(nbs.decode.decode(softmax, enc, "greedy", use_cache=False)),
+        lambda: nbs.decode.token_ids(nbs.decode.decode(softmax, enc, "greedy", use_cache=True)))
 
     # e. fused SCONES loss against the plain composition: time and memory at two vocabularies
     for v in sz["vocab"]:

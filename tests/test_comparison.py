@@ -49,7 +49,7 @@ def test_train_all_shares_the_baseline_and_vnmt(monkeypatch):
     calls = []
     monkeypatch.setattr(cmp, "train_for", lambda name, t, k, device, seed, lam: calls.append((name, k)) or (object(), 1.0))
     out = cmp.train_all(None, (2, 4, 8), "cpu")
-    assert set(out) == {(n, k) for n in cmp.METHODS for k in (2, 4, 8)}
+    assert set(out) == {(n, k) for n in cmp.COMPARED for k in (2, 4, 8)}
     assert all(out[n, k] is out["sampling", 2] for n in cmp.DECODING for k in (2, 4, 8))
     assert out["vnmt", 2] is out["vnmt", 8] and out["hard_moe", 2] is not out["hard_moe", 8]
     # one baseline, one VNMT, and one model per K for each of the four latent-K methods
@@ -59,7 +59,7 @@ def test_train_all_shares_the_baseline_and_vnmt(monkeypatch):
 def test_one_rule_says_which_model_a_method_uses():
     """model_key is the one place that decides sharing: the decoding methods are exactly the
     registry's plain-Transformer methods, all on "baseline"; VNMT one model; the rest one per K."""
-    assert tuple(n for n in cmp.METHODS if cmp.uses_the_baseline(n)) == cmp.DECODING
+    assert tuple(n for n in cmp.COMPARED if cmp.uses_the_baseline(n)) == cmp.DECODING
     assert {cmp.model_key(n, k) for n in cmp.DECODING for k in (2, 8)} == {"baseline"}
     assert cmp.model_key("vnmt", 2) == cmp.model_key("vnmt", 8) == "vnmt"
     assert cmp.model_key("hMlp", 4) == ("hMlp", 4) and not cmp.one_model_for_every_k("target_conditioning")
@@ -67,8 +67,8 @@ def test_one_rule_says_which_model_a_method_uses():
 
 
 def test_the_profiles_methods_and_toy_model(monkeypatch):
-    assert cmp.methods("full") == cmp.methods("ci") == cmp.METHODS
-    assert cmp.methods("lab") == tuple(m for m in cmp.METHODS if m != "sMup")          # hMlp stands for the mixtures
+    assert cmp.methods("full") == cmp.methods("ci") == cmp.COMPARED
+    assert cmp.methods("lab") == tuple(m for m in cmp.COMPARED if m != "sMup")          # hMlp stands for the mixtures
     lab = nbs.profile("lab")
     t = cmp.task(lab)
     assert {k: t.model_sizes[k] for k in lab.compare["model"]} == lab.compare["model"] != {k: lab.toy_model[k] for k in lab.compare["model"]}

@@ -1,11 +1,12 @@
-"""decode.translate / decode.generate: sampling streams across batches, z per batch, bad input."""
+"""translation.translate / decode.decode: sampling streams across batches, z per batch, bad input."""
 import math
 
 import pytest
 import torch
 
 import nbsupport as nbs
-from nbsupport.decode import generate, translate
+from nbsupport.decode import decode, token_ids
+from nbsupport.translation import translate
 from nbsupport.models import Transformer, TransformerConfig
 
 WORDS = [f"w{i}" for i in range(8)]
@@ -28,15 +29,15 @@ def test_sampling_streams_do_not_repeat_across_batches():
     # same samples, all 16 of them; independent draws agree about as often as neighbours
     # within one batch do (a random model's samples rarely coincide)
     model, sents, kw = tiny_model(), ["w1 w2 w3"] * 32, dict(n=2, batch_size=16, max_len_a=0, max_len_b=8)
-    out = run(model, sents, "sample", seed=3, **kw)
+    out = run(model, sents, "sampling", seed=3, **kw)
     across = sum(out[i] == out[i + 16] for i in range(16))
     within = sum(out[i] == out[i + 1] for i in range(15))
     assert across < 16 and across <= within + 2
-    assert out == run(model, sents, "sample", seed=3, **kw)      # the whole call is reproducible
-    assert out != run(model, sents, "sample", seed=4, **kw)
+    assert out == run(model, sents, "sampling", seed=3, **kw)      # the whole call is reproducible
+    assert out != run(model, sents, "sampling", seed=4, **kw)
     # the first batch is what a single generate call with the same seed gives
     src = nbs.data.pad_batch([VOCAB.encode(s) for s in sents[:16]])
-    first = generate(model, src, "sample", n=2, seed=3, max_len_a=0, max_len_b=8)
+    first = token_ids(decode(model, src, "sampling", n=2, seed=3, max_len_a=0, max_len_b=8))
     assert out[:16] == [[VOCAB.decode(h) for h in hs] for hs in first]
 
 
@@ -60,14 +61,14 @@ def test_a_bare_string_is_rejected():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(method="sample", temperature=0), "temperature must be a finite number > 0"),
-    (dict(method="sample", temperature=-1.0), "temperature must be a finite number > 0"),
-    (dict(method="sample", temperature=math.nan), "temperature must be a finite number > 0"),
+    (dict(method="sampling", temperature=0), "temperature must be a finite number > 0"),
+    (dict(method="sampling", temperature=-1.0), "temperature must be a finite number > 0"),
+    (dict(method="sampling", temperature=math.nan), "temperature must be a finite number > 0"),
     (dict(method="topk", top_k=0), "top_k must be an integer >= 1"),
     (dict(method="nucleus", top_p=0), r"top_p must be a number in \(0, 1\]"),
     (dict(method="nucleus", top_p=1.5), r"top_p must be a number in \(0, 1\]"),
-    (dict(method="sample", n=0), "n must be an integer >= 1"),
-    (dict(method="sample", n=2.0), "n must be an integer >= 1"),
+    (dict(method="sampling", n=0), "n must be an integer >= 1"),
+    (dict(method="sampling", n=2.0), "n must be an integer >= 1"),
     (dict(method="beam", beam=0), "beam must be an integer >= 1"),
     (dict(method="diverse_beam", n=2, groups=0), "groups must be an integer >= 1"),
     (dict(method="diverse_beam", n=2, diversity=-0.5), "diversity must be a finite number >= 0"),
@@ -103,11 +104,11 @@ def test_unknown_words_are_named_unless_asked_to_map_them_to_unk():
     with pytest.raises(ValueError, match=r"source sentence 1 .*'🙂'.*unknown='unk'"):
         run(model, ["w1 w2", "🙂 w3"])
     with pytest.raises(ValueError, match=r"'zz', 'yy'"):
-        nbs.registry.translate("beam", model, VOCAB, VOCAB, ["zz w1 yy"], k=2)
+        translate(model, VOCAB, VOCAB, ["zz w1 yy"], "beam", 2)
     mapped = run(model, ["🙂 🙂", "w1"], unknown="unk")
     assert len(mapped) == 2
     unk = nbs.data.pad_batch([[VOCAB.unk, VOCAB.unk, VOCAB.eos]])
-    assert mapped[0] == [VOCAB.decode(h) for h in generate(model, unk)[0]]     # the emoji became <unk>
+    assert mapped[0] == [VOCAB.decode(h) for h in token_ids(decode(model, unk))[0]]     # the emoji became <unk>
     with pytest.raises(ValueError, match="'error'.*'unk'"):
         run(model, ["w1"], unknown="skip")
 
@@ -122,10 +123,10 @@ def test_a_sentencepiece_vocabulary_names_the_characters_it_never_saw(tmp_path, 
 def test_diverse_beam_with_more_groups_than_beams_is_an_error():
     model, src = tiny_model(), nbs.data.pad_batch([VOCAB.encode("w1 w2")])
     with pytest.raises(ValueError, match=r"4 groups needs a beam of at least 4"):
-        generate(model, src, "diverse_beam", n=2, beam=2, groups=4)
+        token_ids(decode(model, src, "diverse_beam", n=2, beam=2, groups=4))
     with pytest.raises(ValueError, match=r"groups can be 1\.\.2"):
         nbs.decode.DiverseBeam(n=1, beam=2, groups=3)
-    assert len(generate(model, src, "diverse_beam", n=2, beam=2, groups=2)[0]) == 2
+    assert len(token_ids(decode(model, src, "diverse_beam", n=2, beam=2, groups=2))[0]) == 2
 
 
 @pytest.mark.parametrize("make", [
@@ -157,5 +158,9 @@ def test_strategies_built_directly_check_their_settings():
     with pytest.raises(ValueError, match="top_p"):
         nbs.decode.Sampling(top_p=1.5)
     model, src = tiny_model(), nbs.data.pad_batch([VOCAB.encode("w1 w2")])
-    by_name = nbs.decode.decode(model, src, "beam")
-    assert [h.tokens for h in by_name[0]] == generate(model, src, "beam")[0]
+    by_name = nbs.decode.decode(model, src, "beam", 2)
+    assert by_name == nbs.decode.decode(model, src, nbs.decode.Beam(n=2, beam=2))     # a name, or the object
+    with pytest.raises(TypeError, match="a search object carries its own settings"):
+        nbs.decode.decode(model, src, nbs.decode.Beam(n=2, beam=2), beam=3)
+    with pytest.raises(TypeError, match=r"unknown decoding options \['beams'\]"):
+        nbs.decode.decode(model, src, "beam", beams=3)

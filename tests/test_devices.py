@@ -67,7 +67,7 @@ def test_checker_is_off_by_default_and_env_is_validated(monkeypatch):
 def test_latent_greedy_builds_its_latents_on_the_model_device(checking):
     """decode.generate(method="latent_greedy") built z = 0..K-1 with torch.arange(k) on the CPU."""
     model = tiny_model(n_latent=3)
-    out = nbs.decode.generate(model, torch.tensor([[5, 6, 7]], device=DEVICE), "latent_greedy", n=3)
+    out = nbs.decode.token_ids(nbs.decode.decode(model, torch.tensor([[5, 6, 7]], device=DEVICE), "latent_greedy", n=3))
     assert len(out) == 1 and len(out[0]) == 3
 
 

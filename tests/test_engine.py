@@ -7,7 +7,7 @@ import torch
 
 import nbsupport as nbs
 from nbsupport.data.vocab import BOS, EOS
-from nbsupport.decode import TableStepper, beam_search, generate, greedy_or_sample, nucleus
+from nbsupport.decode import TableStepper, beam_search, decode, greedy_or_sample, nucleus, token_ids
 from nbsupport.models import Transformer, TransformerConfig, shift_right
 from nbsupport.models.hard_em import hard_em_assign
 from nbsupport.train import Encoded, TrainConfig, train_or_load
@@ -81,18 +81,18 @@ def test_beam_n_best_are_sorted_and_distinct():
 
 def test_beam_one_equals_greedy_on_a_model():
     model, src = tiny_model(), random_src()
-    greedy = generate(model, src, "greedy", max_len_a=1, max_len_b=8)
-    beam1 = generate(model, src, "beam", beam=1, max_len_a=1, max_len_b=8)
+    greedy = token_ids(decode(model, src, "greedy", max_len_a=1, max_len_b=8))
+    beam1 = token_ids(decode(model, src, "beam", beam=1, max_len_a=1, max_len_b=8))
     assert greedy == beam1
 
 
 def test_kv_cache_equals_recomputation():
     model, src = tiny_model(k=3), random_src()
-    a = generate(model, src, "latent_greedy", max_len_a=1, max_len_b=8, use_cache=True)
-    b = generate(model, src, "latent_greedy", max_len_a=1, max_len_b=8, use_cache=False)
+    a = token_ids(decode(model, src, "latent_greedy", max_len_a=1, max_len_b=8, use_cache=True))
+    b = token_ids(decode(model, src, "latent_greedy", max_len_a=1, max_len_b=8, use_cache=False))
     assert a == b
-    beam_a = generate(model, src, "beam", n=2, beam=3, z=torch.tensor([0, 1, 2]), use_cache=True)
-    beam_b = generate(model, src, "beam", n=2, beam=3, z=torch.tensor([0, 1, 2]), use_cache=False)
+    beam_a = token_ids(decode(model, src, "beam", n=2, beam=3, z=torch.tensor([0, 1, 2]), use_cache=True))
+    beam_b = token_ids(decode(model, src, "beam", n=2, beam=3, z=torch.tensor([0, 1, 2]), use_cache=False))
     assert beam_a == beam_b
 
 
@@ -118,8 +118,8 @@ def test_cpu_attention_equals_torch_sdpa(kind):
 
 def test_diverse_beam_without_penalty_is_beam_split_into_groups():
     model, src = tiny_model(), random_src()
-    dbs = generate(model, src, "diverse_beam", n=4, beam=4, groups=2, diversity=0.0)
-    beam2 = generate(model, src, "beam", n=2, beam=2)
+    dbs = token_ids(decode(model, src, "diverse_beam", n=4, beam=4, groups=2, diversity=0.0))
+    beam2 = token_ids(decode(model, src, "beam", n=2, beam=2))
     for d, b in zip(dbs, beam2):
         assert d == [b[0], b[0], b[1], b[1]]           # each group is the same beam of 2
 
@@ -147,18 +147,18 @@ def test_diverse_beam_penalises_ending_where_an_earlier_group_ended():
 
 def test_latent_greedy_equals_one_greedy_run_per_latent():
     model, src = tiny_model(k=3), random_src()
-    together = generate(model, src, "latent_greedy", max_len_a=1, max_len_b=6)
+    together = token_ids(decode(model, src, "latent_greedy", max_len_a=1, max_len_b=6))
     for z in range(3):
-        alone = generate(model, src, "greedy", z=torch.full((3,), z), max_len_a=1, max_len_b=6)
+        alone = token_ids(decode(model, src, "greedy", z=torch.full((3,), z), max_len_a=1, max_len_b=6))
         assert [t[z] for t in together] == [a[0] for a in alone]
 
 
 def test_sampling_is_seeded_and_topk_restricts_choices():
     model, src = tiny_model(), random_src()
-    a = generate(model, src, "sample", n=3, seed=1)
-    assert a == generate(model, src, "sample", n=3, seed=1)
-    one = generate(model, src, "topk", n=5, top_k=1)   # top-1 sampling is greedy
-    greedy = generate(model, src, "greedy")
+    a = token_ids(decode(model, src, "sampling", n=3, seed=1))
+    assert a == token_ids(decode(model, src, "sampling", n=3, seed=1))
+    one = token_ids(decode(model, src, "topk", n=5, top_k=1))   # top-1 sampling is greedy
+    greedy = token_ids(decode(model, src, "greedy"))
     assert all(all(h == g[0] for h in hs) for hs, g in zip(one, greedy))
 
 
@@ -174,16 +174,16 @@ def test_nucleus_keeps_the_fewest_best_tokens_reaching_p():
 
 def test_nucleus_sampling_draws_only_from_the_nucleus():
     model, src = tiny_model(), random_src()
-    tiny = generate(model, src, "nucleus", n=5, top_p=1e-6)            # a nucleus of one token is greedy
-    greedy = generate(model, src, "greedy")
+    tiny = token_ids(decode(model, src, "nucleus", n=5, top_p=1e-6))            # a nucleus of one token is greedy
+    greedy = token_ids(decode(model, src, "greedy"))
     assert all(all(h == g[0] for h in hs) for hs, g in zip(tiny, greedy))
     # top_p = 1 keeps every token: the same draws as plain sampling from the same seed
-    assert generate(model, src, "nucleus", n=4, top_p=1.0, seed=3) == generate(model, src, "sample", n=4, seed=3)
+    assert token_ids(decode(model, src, "nucleus", n=4, top_p=1.0, seed=3)) == token_ids(decode(model, src, "sampling", n=4, seed=3))
     # empirical first-token frequencies against nucleus(p) of the model's first step, by counting
     stepper = model.stepper(src[:1], None)
     first = torch.softmax(stepper(torch.full((1, 1), BOS)), dim=-1)[0]
     allowed = set(torch.nonzero(nucleus(first[None], 0.3)[0]).flatten().tolist())
-    draws = generate(model, src[:1], "nucleus", n=200, top_p=0.3, seed=0)[0]
+    draws = token_ids(decode(model, src[:1], "nucleus", n=200, top_p=0.3, seed=0))[0]
     assert {h[0] for h in draws} <= allowed and len(allowed) < first.numel()
 
 
@@ -225,14 +225,14 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(ValueError, match="out of range"):
         model(random_src(), torch.ones(3, 2, dtype=torch.long), torch.tensor([0, 1, 3]))
     with pytest.raises(ValueError, match="pass z"):
-        generate(model, random_src(), "greedy")
+        token_ids(decode(model, random_src(), "greedy"))
     with pytest.raises(ValueError, match="longer than the model's max_len"):
         model.encode(torch.ones(1, 300, dtype=torch.long))
     with pytest.raises(ValueError, match="valid methods"):
-        generate(tiny_model(), random_src(), "top_p")
+        token_ids(decode(tiny_model(), random_src(), "top_p"))
     v = nbs.data.WordVocab(["a", "b"])
     with pytest.raises(ValueError, match="empty"):
-        nbs.decode.translate(tiny_model(), v, v, ["a b", "  "])
+        nbs.translation.translate(tiny_model(), v, v, ["a b", "  "])
 
 
 def test_tiny_hard_moe_uses_several_latents_and_caches():

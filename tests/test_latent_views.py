@@ -9,7 +9,7 @@ import torch
 
 from nbsupport import registry
 from nbsupport.data.vocab import WordVocab
-from nbsupport.decode import generate, token_scores
+from nbsupport.decode import decode, token_ids, token_scores
 from nbsupport.lessons.analysis import LABEL_MEANING, references_of
 from nbsupport.views.widgets import source_box
 from nbsupport.models import TransformerConfig
@@ -56,7 +56,7 @@ def test_independent_experts_answer_one_by_one_in_the_latent_view(toy):
     translation, and the heat map's row v scores z's hypothesis with expert v (not expert 0)."""
     src_vocab, tgt_vocab, model, _ = toy
     src = torch.tensor([src_vocab.encode(SOURCES[1])])
-    own = [generate(e, src, "greedy")[0][0] for e in model.experts]
+    own = [token_ids(decode(e, src, "greedy"))[0][0] for e in model.experts]
     html = live.latent_view(model, src_vocab, tgt_vocab, SOURCES[1], 2).data
     for z in range(3):
         assert _cells(html, f"z={z}")[0] == (tgt_vocab.decode(own[z]) or "(empty)")

@@ -6,6 +6,7 @@ import pytest
 import torch
 from sacrebleu.metrics import BLEU
 
+import nbsupport as nbs
 import nbsupport.train as train_mod
 from nbsupport.lessons.analysis import (D1_RATIO, D2_PAIRWISE, degeneracy, estep_flips, is_d1, is_d2, per_latent_bleu_one_ref,
                                 sample_sentences, seed_label)
@@ -341,7 +342,7 @@ def test_vnmt_trains_anneals_and_samples_k_hypotheses():
     assert isinstance(m, VariationalNMT) and hist.epochs[-1]["train_loss"] < hist.epochs[0]["train_loss"]
     assert m.beta(0.0) == 0.0 and m.beta(0.25) == 0.5 and m.beta(0.9) == 1.0
     assert VariationalNMT(cfg(4), VNMTConfig(anneal_fraction=0)).beta(0.0) == 1.0
-    hyps = m.hypotheses(torch.tensor([src[0], src[1]]), k=3)
+    hyps = nbs.decode.decode(m, torch.tensor([src[0], src[1]]), "vnmt", 3)
     assert len(hyps) == 2 and all(len(h) == 3 for h in hyps)
 
 
@@ -353,20 +354,16 @@ def test_vnmt_batches_sharing_a_generator_draw_fresh_noise():
     torch.manual_seed(0)
     m = VariationalNMT(cfg(4), VNMTConfig())
     seen = []
-    import nbsupport.decode as decode
-    real = decode.generate
-    # capture the latent noise instead of decoding
-    decode.generate = lambda model, src, method, z=None, **kw: seen.append(z.clone()) or [[[2]] for _ in range(src.shape[0])]
-    try:
-        src = torch.tensor([[5, 6, 2], [7, 8, 2]])
-        m.hypotheses(src, 2, seed=3), m.hypotheses(src, 2, seed=3)
-        assert torch.equal(seen[0], seen[2]) and torch.equal(seen[1], seen[3])   # each call reseeds
-        seen.clear()
-        g = torch.Generator().manual_seed(3)
-        m.hypotheses(src, 2, generator=g), m.hypotheses(src, 2, generator=g)
-        assert not torch.equal(seen[0], seen[2]) and not torch.equal(seen[1], seen[3])
-    finally:
-        decode.generate = real
+    real = m.model.stepper
+    # capture the latent noise the prior stepper decodes with
+    m.model.stepper = lambda src, z=None, use_cache=True: seen.append(z.clone()) or real(src, z, use_cache)
+    src = torch.tensor([[5, 6, 2], [7, 8, 2]])
+    nbs.decode.decode(m, src, "vnmt", 2, seed=3), nbs.decode.decode(m, src, "vnmt", 2, seed=3)
+    assert torch.equal(seen[0], seen[2]) and torch.equal(seen[1], seen[3])   # each call reseeds
+    seen.clear()
+    g = torch.Generator().manual_seed(3)
+    nbs.decode.decode(m, src, "vnmt", 2, generator=g), nbs.decode.decode(m, src, "vnmt", 2, generator=g)
+    assert not torch.equal(seen[0], seen[2]) and not torch.equal(seen[1], seen[3])
 
 
 def test_prefetched_variants_are_the_models_train_variant_loads(monkeypatch, caplog):

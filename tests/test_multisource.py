@@ -238,7 +238,7 @@ def test_attention_maps_of_source_strings_are_those_of_the_batched_test_set(tiny
     batched = nbs.multisource.translate(model, data, system, "test", beam=1)
     idx = [2, 5, 7]
     srcs = tuple(nbs.data.batching.pad_batch([data.vocabs[l].encode(test.sources[l][i]) for i in idx]) for l in langs)
-    outs = [nbs.decode.generate(model, tuple(s[j:j + 1, :int((s[j] != PAD).sum())] for s in srcs), "greedy")[0][0]
+    outs = [nbs.decode.token_ids(nbs.decode.decode(model, tuple(s[j:j + 1, :int((s[j] != PAD).sum())] for s in srcs), "greedy"))[0][0]
             for j in range(3)]
     tgt = nbs.data.batching.pad_batch(outs)
     with torch.no_grad():
@@ -262,8 +262,8 @@ def test_translation_html_is_the_live_decoding_and_names_bad_input(tiny_trilingu
     for system in ("fr+de.basic", "fr+de.attn_basic"):
         sources = {l: test.sources[l][3] for l in ("xa", "xb")}
         html = nbs.multisource.translation_html(systems[system], data, system, sources, beam=4)
-        ids = nbs.decode.generate(systems[system], nbs.multisource.source_tensors(systems[system], data, system, sources),
-                                  "beam", beam=4)[0][0]
+        ids = nbs.decode.token_ids(nbs.decode.decode(systems[system], nbs.multisource.source_tensors(systems[system], data, system, sources),
+                                  "beam", beam=4))[0][0]
         assert f"<b>{nbs.widgets.escape(data.tgt_vocab.decode(ids))}</b>" in html and "beam 4" in html
         assert ("attention on source xb" in html) == (system == "fr+de.attn_basic")
     with pytest.raises(ValueError, match="xb.*'zzzq'"):

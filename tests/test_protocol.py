@@ -11,10 +11,11 @@ import pytest
 import torch
 import torch.nn as nn
 
+import nbsupport as nbs
 from nbsupport import registry
 from nbsupport.data.batching import pad_batch
 from nbsupport.data.vocab import BOS, EOS, PAD
-from nbsupport.decode import beam_search, generate, greedy_or_sample, max_lengths
+from nbsupport.decode import beam_search, decode, greedy_or_sample, max_lengths, token_ids
 from nbsupport.models import (ConditioningConfig, LSTMConfig, LSTMStepper, MixtureConfig, TransformerConfig,
                               VNMTConfig, shift_right)
 from nbsupport.models.protocol import Batch, Family
@@ -93,8 +94,8 @@ def test_every_family_trains_validates_and_decodes_through_the_protocol(case):
     names = registry.methods_for(model)
     assert names, f"no method decodes the {case} model"
     for name in names:
-        k = model.config.n_latent if registry.method(name).latent == "K" else 3
-        hyps = registry.hypotheses(name, model, src, k, seed=1)
+        k = model.config.n_latent if registry.method(name).latent == "K" else 1 if name == "greedy" else 3
+        hyps = token_ids(decode(model, src, name, k, seed=1))
         assert len(hyps) == 5 and all(len(h) == k for h in hyps), name
         assert all(0 < len(h) and all(0 <= t < V for t in h) for hs in hyps for h in hs), name
 
@@ -105,29 +106,30 @@ def test_each_method_gives_what_the_decoder_it_names_gives():
     moe = registry.build(transformer_cfg(3)).eval()
     src = torch.randint(4, V, (4, 5))
     k = 3
-    assert registry.hypotheses("beam", base, src, k) == generate(base, src, "beam", n=k, beam=k)
-    assert registry.hypotheses("diverse_beam", base, src, k) == \
-        generate(base, src, "diverse_beam", n=k, beam=k, groups=k, diversity=0.5)
-    assert registry.hypotheses("sampling", base, src, k, seed=7) == generate(base, src, "sample", n=k, seed=7)
-    assert registry.hypotheses("topk", base, src, k, seed=7) == generate(base, src, "topk", n=k, top_k=3, seed=7)
-    assert registry.hypotheses("nucleus", base, src, k, seed=7) == generate(base, src, "nucleus", n=k, top_p=0.9, seed=7)
-    per_z = registry.hypotheses("hard_moe", moe, src, k)
+    by_name = lambda name, model, **o: token_ids(decode(model, src, name, k, **o))
+    search = lambda model, s, **o: token_ids(decode(model, src, s, **o))
+    assert by_name("beam", base) == search(base, nbs.decode.Beam(n=k, beam=k))
+    assert by_name("diverse_beam", base) == search(base, nbs.decode.DiverseBeam(n=k, beam=k, groups=k, diversity=0.5))
+    assert by_name("sampling", base, seed=7) == search(base, nbs.decode.Sampling(n=k), seed=7)
+    assert by_name("topk", base, seed=7) == search(base, nbs.decode.Sampling(n=k, top_k=3), seed=7)
+    assert by_name("nucleus", base, seed=7) == search(base, nbs.decode.Sampling(n=k, top_p=0.9), seed=7)
+    per_z = by_name("hard_moe", moe)
     for z in range(k):      # hypothesis z of Hard-MoE is greedy decoding with latent value z
-        assert [h[z] for h in per_z] == [g[0] for g in generate(moe, src, "greedy", z=z)]
-    # the multi-source LSTM through generate = the search algorithms on its own stepper (the retired dispatch)
+        assert [h[z] for h in per_z] == [g[0] for g in token_ids(decode(moe, src, "greedy", z=z))]
+    # the multi-source LSTM through decode = the search algorithms on its own stepper (the retired dispatch)
     lstm = registry.build(FAMILY_CASES["lstm"][0]()).eval()
     srcs = (src, src.flip(1))
     limits = max_lengths(src, 1.5, 10, lstm.config.max_len)
-    assert [h[0] for h in generate(lstm, srcs, "beam", beam=4)] == \
+    assert [h[0] for h in token_ids(decode(lstm, srcs, "beam", beam=4))] == \
         [hs[0].tokens for hs in beam_search(LSTMStepper(lstm, srcs), 4, 4, limits)]
-    assert [h[0] for h in generate(lstm, srcs, "greedy")] == \
+    assert [h[0] for h in token_ids(decode(lstm, srcs, "greedy"))] == \
         [h.tokens for h in greedy_or_sample(LSTMStepper(lstm, srcs), 4, limits)]
 
 
 def test_bad_names_and_mismatches_are_named():
-    with pytest.raises(ValueError, match="valid methods: sampling, topk, nucleus, beam"):
+    with pytest.raises(ValueError, match="valid methods: greedy, latent_greedy, sampling, topk, nucleus, beam"):
         registry.method("nucleus!")
-    with pytest.raises(ValueError, match="valid methods: sampling, topk, nucleus, beam"):
+    with pytest.raises(ValueError, match="valid methods: greedy, latent_greedy, sampling, topk, nucleus, beam"):
         registry.method("top_p")
     with pytest.raises(ValueError, match="valid: transformer, lstm, mixture"):
         registry.family_class("gru")
@@ -135,13 +137,13 @@ def test_bad_names_and_mismatches_are_named():
         registry.build(object())
     moe = registry.build(transformer_cfg(3))
     with pytest.raises(ValueError, match="decodes a mixture model, got a transformer model"):
-        registry.hypotheses("hMup", moe, torch.randint(4, V, (2, 4)), 3)
-    with pytest.raises(ValueError, match="k must be K=3"):
-        registry.hypotheses("hard_moe", moe, torch.randint(4, V, (2, 4)), 2)
+        decode(moe, torch.randint(4, V, (2, 4)), "hMup", 3)
+    with pytest.raises(ValueError, match="n is K=3, got n=2"):
+        decode(moe, torch.randint(4, V, (2, 4)), "hard_moe", 2)
     mix = registry.build(transformer_cfg(3), MixtureConfig("hard", "learned", "shared", "online", "M"))
-    assert registry.methods_for(mix) == ["hMlp"]          # the variant's own method, not the other three
-    with pytest.raises(ValueError, match="the methods that do: hMlp"):
-        registry.hypotheses("sMup", mix, torch.randint(4, V, (2, 4)), 3)
+    assert registry.methods_for(mix) == ["latent_greedy", "hMlp"]     # the variant's own method, not the other three
+    with pytest.raises(ValueError, match="the methods that do: latent_greedy, hMlp"):
+        decode(mix, torch.randint(4, V, (2, 4)), "sMup", 3)
 
 
 def test_cache_keys_are_the_ones_models_were_cached_under():
@@ -213,9 +215,9 @@ def test_a_new_family_needs_its_module_and_one_registry_line(monkeypatch):
                                 {"chain": 1}, data, data, "cpu", progress=False)
     assert hist.epochs[-1]["valid_nll"] < 0.25 < hist.epochs[0]["valid_nll"]     # the chain is deterministic: NLL -> 0
     src = torch.tensor([[4, 5]])
-    assert generate(model, src, "greedy") == [[chain + [EOS]]]          # the chain, by hand
-    assert generate(model, src, "beam", n=1, beam=3) == [[chain + [EOS]]]
-    assert model.hypotheses(src, 2, "beam", beam=2)[0][0] == chain + [EOS]
+    assert token_ids(decode(model, src, "greedy")) == [[chain + [EOS]]]          # the chain, by hand
+    assert token_ids(decode(model, src, "beam", n=1, beam=3)) == [[chain + [EOS]]]
+    assert token_ids(decode(model, src, "beam", 2))[0][0] == chain + [EOS]
     again, _ = train_or_load("bigram", BigramConfig(V, V), TrainConfig(epochs=30, max_tokens=64, lr=0.3, warmup=1),
                              {"chain": 1}, data, data, "cpu", progress=False)
     assert torch.equal(again.table.weight, model.table.weight)        # from the cache

@@ -9,7 +9,7 @@ import torch
 
 from nbsupport import registry
 from nbsupport.data.vocab import EOS, WordVocab
-from nbsupport.decode import beam_search, generate, max_lengths, token_scores
+from nbsupport.decode import beam_search, decode, max_lengths, token_ids, token_scores
 from nbsupport.models import TransformerConfig, shift_right
 from nbsupport.search import empty_scores
 from nbsupport.views import live, widgets
@@ -40,7 +40,7 @@ def test_the_row_of_latent_value_k_is_greedy_decoding_with_z_k(toy):
         src = torch.tensor([src_vocab.encode(SOURCES[1])])
         shown = rows(html)[:3]
         for v in range(3):
-            assert shown[v] == (tgt_vocab.decode(generate(moe, src, "greedy", z=v)[0][0]) or "(empty)")
+            assert shown[v] == (tgt_vocab.decode(token_ids(decode(moe, src, "greedy", z=v))[0][0]) or "(empty)")
         chosen = re.findall(r"<tr class=chosen><td>([^<]*)</td>", html)
         assert chosen == [f"z={z}"] and f"z={z}&#x27;s hypothesis" in html
 
@@ -66,7 +66,7 @@ def test_beam_view_lists_the_n_best_by_score_and_the_empty_translations_score(to
     scores = [float(s) for s in re.findall(r"<td>(-?\d+\.\d\d)</td><td>\d+</td>", html)]
     assert len(scores) == 3 and scores == sorted(scores, reverse=True)
     src = torch.tensor([src_vocab.encode(SOURCES[0])])
-    assert rows(html) == [tgt_vocab.decode(h) or "(empty)" for h in generate(base, src, "beam", n=3, beam=4)[0]]
+    assert rows(html) == [tgt_vocab.decode(h) or "(empty)" for h in token_ids(decode(base, src, "beam", n=3, beam=4))[0]]
     exact = float(re.search(r"exact search:</b> .*?, log score (-?\d+\.\d\d)", html).group(1))
     assert exact >= scores[0]                          # seeded with the beam's best: never worse
     proven = live.beam_view(base, src_vocab, tgt_vocab, SOURCES[0], beam=4, exact_budget=100_000).data

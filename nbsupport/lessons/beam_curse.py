@@ -19,7 +19,7 @@ import torch
 from .. import stats
 from ..data.batching import pad_batch
 from ..data.vocab import BOS, EOS
-from ..decode import MAX_LEN_A, MAX_LEN_B, generate, max_lengths
+from ..decode import MAX_LEN_A, MAX_LEN_B, decode, max_lengths, token_ids
 from ..metrics import _tokens as metric_tokens
 from ..metrics import bleu_and_length
 from ..pipeline import train_many_in_parallel, train_model
@@ -82,7 +82,7 @@ def beam_sweep(model, src_vocab, tgt_vocab, sources: Sequence[str], refs, beams:
         ids = []
         for lo in range(0, len(encoded), batch_size):
             src = pad_batch(encoded[lo:lo + batch_size]).to(next(model.parameters()).device)
-            ids += [h[0] for h in generate(model, src, "beam", n=1, beam=beam)]
+            ids += [hs[0].tokens for hs in decode(model, src, "beam", beam=beam)]
         hyps = [tgt_vocab.decode(t) for t in ids]
         out[beam] = {**_quality(hyps, refs), "tokens": ids, "hyps": hyps}
     return out
@@ -194,7 +194,7 @@ def sentences_per_second(model, src_vocab, sources: Sequence[str], method: str, 
     for _ in range(repeats):
         t0 = time.perf_counter()
         for lo in range(0, len(encoded), batch_size):
-            generate(model, pad_batch(encoded[lo:lo + batch_size]).to(device), method, **kwargs)
+            decode(model, pad_batch(encoded[lo:lo + batch_size]).to(device), method, **kwargs)
         if device.type == "cuda":
             torch.cuda.synchronize()
         runs.append(time.perf_counter() - t0)

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from .. import registry
+from .. import registry, translation
 from ..metrics import diversity_report, human_scores, mbleu
 from ..models.mixture import MixtureConfig
 from ..models.target_encoder import LAMBDA_CANDIDATES, ConditioningConfig
@@ -25,8 +25,8 @@ from .analysis import latents_used
 from .mixture_runs import train_variant, train_vnmt
 
 # registry method names, in the order of the tables (decoding methods on the baseline first)
-METHODS = ("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "hMlp", "sMup", "vnmt",
-           "target_conditioning")
+COMPARED = ("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "hMlp", "sMup", "vnmt",
+            "target_conditioning")
 DECODING = ("sampling", "topk", "nucleus", "beam", "diverse_beam")       # the baseline, K hypotheses each
 # the decoding baselines' grids, searched on the dev set for every K (the papers tune top-k and
 # diverse beam by grid search: the seed paper section 5, Shen et al. section 5); sampling and beam have none.
@@ -51,14 +51,14 @@ def task(cfg: Profile | str, seed: int = 0) -> Task:
 
 
 def methods(cfg: Profile | str) -> tuple[str, ...]:
-    """The methods the profile compares, in :data:`METHODS`' order (all of them unless its
+    """The methods the profile compares, in :data:`COMPARED`' order (all of them unless its
     ``compare["methods"]`` names fewer)."""
     cfg = profile(cfg)
-    chosen = cfg.compare.get("methods") or METHODS
-    unknown = sorted(set(chosen) - set(METHODS))
+    chosen = cfg.compare.get("methods") or COMPARED
+    unknown = sorted(set(chosen) - set(COMPARED))
     if unknown:
-        raise ValueError(f"compare['methods'] names {unknown}; valid: {', '.join(METHODS)}")
-    return tuple(m for m in METHODS if m in chosen)
+        raise ValueError(f"compare['methods'] names {unknown}; valid: {', '.join(COMPARED)}")
+    return tuple(m for m in COMPARED if m in chosen)
 
 
 def uses_the_baseline(name: str) -> bool:
@@ -118,11 +118,11 @@ def train_for(name: str, t: Task, k: int, device, seed: int = 0, lam: float | No
                              f"(candidates {', '.join(f'{c:g}' for c in LAMBDAS)})")
         model, hist = train_target_conditioning(t, k, device, seed, lam)
     else:
-        raise ValueError(f"method {name!r} is not part of the comparison; valid: {', '.join(METHODS)}")
+        raise ValueError(f"method {name!r} is not part of the comparison; valid: {', '.join(COMPARED)}")
     return model, hist.train_seconds
 
 
-def train_all(t: Task, ks, device, seed: int = 0, names=METHODS, lam: float | None = None) -> dict:
+def train_all(t: Task, ks, device, seed: int = 0, names=COMPARED, lam: float | None = None) -> dict:
     """{(method, K): (model, training seconds)} for every method of ``names`` and K in ``ks``:
     the baseline and variational NMT are trained (or loaded) once and shared; target
     conditioning with batch-entropy weight ``lam`` (required when ``names`` has it)."""
@@ -195,7 +195,7 @@ def resampled_distance(point: dict, human: dict, quality: str = "multi_ref_bleu"
 
 def translate(name: str, model, t: Task, sources, k: int, seed: int = 0, unknown: str = "unk", **options):
     """``k`` hypotheses per source; a test set's unseen words are translated as <unk>."""
-    return registry.translate(name, model, t.src_vocab, t.tgt_vocab, sources, k=k, seed=seed, unknown=unknown, **options)
+    return translation.translate(model, t.src_vocab, t.tgt_vocab, sources, name, k, seed=seed, unknown=unknown, **options)
 
 
 CRITERIA = ("human", "quality")

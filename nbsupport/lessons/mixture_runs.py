@@ -8,6 +8,7 @@ import torch
 
 from .analysis import degeneracy, latents_used, one_reference, per_latent_bleu_one_ref, seed_label
 from ..data.batching import pad_batch
+from ..decode import decode, token_ids
 from ..metrics import diversity_report, pairwise_bleu
 from ..models.mixture import MixtureConfig
 from ..pipeline import Task, is_cached, toy_task, train_in_parallel, train_model
@@ -118,7 +119,8 @@ def evaluate(model, t: Task, sentences: int | None = None, seed: int = 0, histor
     hyps, noise = [], torch.Generator(device="cpu").manual_seed(seed)   # one stream over all batches
     for lo in range(0, len(srcs), 100):
         src = pad_batch([t.src_vocab.encode(s) for s in srcs[lo:lo + 100]]).to(device)
-        ids = model.hypotheses(src, len(refs[0]), generator=noise)   # the family's own way: per expert, or per prior sample
+        # the family's own way: greedy per expert, or per draw from the prior
+        ids = token_ids(decode(model, src, model.default_method, len(refs[0]), generator=noise))
         hyps += [[t.tgt_vocab.decode(h) for h in hs] for hs in ids]
     rep = diversity_report(hyps, refs, seed=seed)
     plb = per_latent_bleu_one_ref(hyps, refs, seed)
@@ -219,7 +221,6 @@ def vnmt_probe(model, t: Task, sentences: int | None = None, seed: int = 0) -> d
     pairwise BLEU (100: the decoder ignores z even when z was inferred from different
     references) and the share of decodes whose best-matching reference (sentence BLEU) is the one
     their z was inferred from, strictly (a tie counts against it; chance: at most 1/M)."""
-    from ..decode import generate
     from ..metrics import sentence_bleu
     from ..models.vnmt import gaussian_kl
     test = t.corpus.test
@@ -240,7 +241,7 @@ def vnmt_probe(model, t: Task, sentences: int | None = None, seed: int = 0) -> d
             mu_q, lv_q = model.posterior_params(memory, mask, tgt)
             kls += gaussian_kl(mu_q, lv_q, mu_p, lv_p).tolist()
             eps = torch.randn(tuple(mu_q.shape), generator=g).to(device)
-            outs.append(generate(model.model, src, "greedy", z=mu_q + eps * (0.5 * lv_q).exp()))
+            outs.append(token_ids(decode(model.model, src, "greedy", z=mu_q + eps * (0.5 * lv_q).exp())))
         for b, i in enumerate(chunk):
             hs = [t.tgt_vocab.decode(outs[j][b][0]) for j in range(m)]
             hyps.append(hs)

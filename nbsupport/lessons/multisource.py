@@ -17,7 +17,7 @@ from ..data import bible
 from ..data.batching import pad_batch
 from ..data.synthetic import Corpus, ToyConfig, toy_trilingual
 from ..data.vocab import BOS, WordVocab, train_sentencepiece
-from ..decode import generate
+from ..decode import decode, token_ids
 from ..metrics import corpus_bleu
 from ..models.lstm import LSTMConfig, MultiSourceLSTM
 from ..profiles import Profile, profile
@@ -233,7 +233,7 @@ def translate(model: MultiSourceLSTM, data: MultiSourceData, system: str, split:
     device = next(model.parameters()).device
     out = []
     for src in _batches(data, data.langs(system), split, batch_size, device):
-        ids = generate(model, src, "greedy" if beam == 1 else "beam", beam=beam)
+        ids = token_ids(decode(model, src, "greedy" if beam == 1 else "beam", beam=beam))
         out += [data.tgt_vocab.decode(hs[0]) for hs in ids]
     return out
 
@@ -278,7 +278,7 @@ def decode_sources(model: MultiSourceLSTM, data: MultiSourceData, system: str, s
     """The token ids of the model's translation of one set of sources (greedy for beam 1, else
     the 1-best of beam search), decoded there and then."""
     srcs = source_tensors(model, data, system, sources)
-    return generate(model, srcs, "greedy" if beam == 1 else "beam", beam=beam)[0][0]
+    return decode(model, srcs, "greedy" if beam == 1 else "beam", beam=beam)[0][0].tokens
 
 
 @torch.no_grad()
@@ -291,7 +291,7 @@ def attention_maps_of(model: MultiSourceLSTM, data: MultiSourceData, system: str
     model.eval()
     langs = data.langs(system)
     srcs = source_tensors(model, data, system, sources)
-    out = generate(model, srcs, "greedy" if beam == 1 else "beam", beam=beam)[0][0]
+    out = decode(model, srcs, "greedy" if beam == 1 else "beam", beam=beam)[0][0].tokens
     tgt = torch.tensor([out], device=srcs[0].device)
     tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS), tgt[:, :-1]], dim=1)   # BOS + output
     memory, _ = model.encode(srcs)

@@ -222,7 +222,7 @@ class MixtureModel(nn.Module, Family):
         zs = torch.as_tensor(z).flatten().unique().tolist() if z is not None else []
         if len(zs) != 1:
             raise ValueError("a mixture of independent experts decodes one expert at a time: pass z as one int "
-                             "(the same expert for every sentence), or use hypotheses()")
+                             "(the same expert for every sentence), or decode with method 'latent_greedy'")
         if not 0 <= int(zs[0]) < self.k:
             raise ValueError(f"latent index out of range: z must be in 0..{self.k - 1}, got {int(zs[0])}")
         return self.experts[int(zs[0])].stepper(src, None, use_cache)
@@ -241,18 +241,13 @@ class MixtureModel(nn.Module, Family):
             out[rows] = self.experts[e].score_tokens(src[rows], tokens[rows])
         return out
 
-    @torch.no_grad()
-    def hypotheses(self, src, k: int | None = None, method: str | None = None, **options) -> list[list[list[int]]]:
-        """Greedy decoding once per expert (Shen section 2): K token lists per source."""
-        from ..decode import generate
-        if (method or self.default_method) != "latent_greedy" or k not in (None, self.k):
-            raise ValueError(f"a mixture gives one greedy hypothesis per expert: method 'latent_greedy' "
-                             f"and k = K = {self.k}, got {method!r} and k={k}")
-        self.eval()
+    def latent_stepper(self, src, use_cache: bool = True):
+        """One row per (source, expert): the shared decoder under each z, or each independent
+        expert's own stepper, stacked."""
+        from ..strategies import StackedStepper
         if self.mixture.params == "shared":
-            return generate(self.experts[0], src, "latent_greedy", **options)
-        per_expert = [generate(e, src, "greedy", **options) for e in self.experts]
-        return [[per_expert[z][i][0] for z in range(self.k)] for i in range(src.shape[0])]
+            return self.experts[0].latent_stepper(src, use_cache)
+        return StackedStepper([e.stepper(src, None, use_cache) for e in self.experts])
 
     def cost(self) -> Cost:
         if self.mixture.em == "soft":        # every expert forward and backward

@@ -13,13 +13,12 @@ cfg)``                                the latent value chosen per sentence (B,),
 ``before_epoch(data, cfg, device)``   work once per epoch (the offline E-step of a mixture)
 ``validation_nll(batch, cfg)``        per-sentence -log p(y | x), or its bound, (B,)
 ``stepper(src, z, use_cache)``        a :class:`Stepper`, the decoders' stepping interface
-``hypotheses(src, k, method,          k hypotheses per source (token ids), by the family's
-**options)``                          own method or any decoding method of ``decode``
+``latent_stepper(src, use_cache)``    a stepper with one row per (source, latent value)
 ``score_tokens(src, tokens, z)``      per-token log scores of given targets (teacher forcing)
 ``cost()``                            what one step costs, for the smoke run's projection
 ====================================  ==================================================
 
-``training_loss`` and ``validation_nll`` get a :class:`Batch`; ``stepper``, ``hypotheses`` and
+``training_loss`` and ``validation_nll`` get a :class:`Batch`; ``stepper``, ``latent_stepper`` and
 ``score_tokens`` a source tensor (a tuple of tensors for a multi-source model); all return
 tensors on the model's device. Besides these methods the loop and the decoders read three
 attributes: ``model.family`` (its registry name), ``model.config.n_latent`` (K, or 1 for no
@@ -120,20 +119,17 @@ class Family:
     def stepper(self, src, z=None, use_cache: bool = True):
         raise NotImplementedError
 
-    #: what ``hypotheses`` does when no method is named
+    #: the family's own way to get its hypotheses: a method of :data:`nbsupport.registry.METHODS`
     default_method: str = "beam"
+    #: whether its K latent values are categories (False: a continuous latent of K dimensions)
+    discrete_latent: bool = True
 
-    def hypotheses(self, src, k: int, method: str | None = None, **options) -> list[list[list[int]]]:
-        """``k`` hypotheses per source with a decoding method of :func:`nbsupport.decode.generate`
-        (``latent_greedy``: one per latent value, so k must be K)."""
-        from ..decode import generate
-        method = method or self.default_method
-        if method == "latent_greedy":
-            if k != self.config.n_latent:
-                raise ValueError(f"latent_greedy gives one hypothesis per latent value: k must be K="
-                                 f"{self.config.n_latent}, got {k}")
-            return generate(self, src, method, **options)
-        return generate(self, src, method, n=k, **options)
+    def latent_stepper(self, src, use_cache: bool = True):
+        """A stepper with one row per (source, latent value): row b * K + z decodes source b under
+        latent value z (what :class:`nbsupport.decode.LatentGreedy` decodes)."""
+        k = self.config.n_latent
+        zs = torch.arange(k, device=src.device).repeat(src.shape[0])
+        return self.stepper(src.repeat_interleave(k, 0), zs, use_cache)
 
     @torch.no_grad()
     def score_tokens(self, src, tokens: torch.Tensor, z=None) -> torch.Tensor:

@@ -38,7 +38,8 @@ def gaussian_kl(mu_q, logvar_q, mu_p, logvar_p) -> torch.Tensor:
 
 class VariationalNMT(nn.Module, Family):
     family = "vnmt"
-    default_method = "prior_sample"
+    default_method = "vnmt"
+    discrete_latent = False
 
     def __init__(self, config: TransformerConfig, vnmt: VNMTConfig | None = None):
         super().__init__()
@@ -104,29 +105,23 @@ class VariationalNMT(nn.Module, Family):
         """Decoding with a given latent vector z (B, dz)."""
         if z is None or not z.is_floating_point():
             raise ValueError(f"variational NMT decodes with a latent vector z of shape (batch, {self.config.n_latent}); "
-                             "hypotheses() samples it from the prior")
+                             "method 'vnmt' samples it from the prior")
         return self.model.stepper(src, z, use_cache)
 
     def cost(self) -> Cost:
         return Cost(self.model)
 
     @torch.no_grad()
-    def hypotheses(self, src, k: int, method: str | None = None, seed: int = 0,
-                   generator: torch.Generator | None = None) -> list[list[list[int]]]:
-        """k hypotheses per source (method ``prior_sample``, the only one): z sampled from the
-        prior, then greedy decoding. Pass one CPU ``generator`` to calls over successive batches
-        so that they draw fresh noise (otherwise each call seeds its own with ``seed``)."""
-        from ..decode import generate
-        if (method or self.default_method) != "prior_sample":
-            raise ValueError(f"variational NMT's hypotheses come from z sampled from the prior: method "
-                             f"'prior_sample', got {method!r}")
+    def prior_stepper(self, src, n: int, generator: torch.Generator, use_cache: bool = True):
+        """One row per (source, draw): z drawn ``n`` times from the prior p(z | x) (noise from the
+        CPU ``generator``, so that successive batches draw fresh noise), one stepper per draw, stacked."""
+        from ..strategies import StackedStepper
         self.eval()
         memory, mask = self.encode(src)
         mu_p, lv_p = self.prior_params(memory, mask)
-        g = generator if generator is not None else torch.Generator(device="cpu").manual_seed(seed)
-        eps = torch.randn((k,) + tuple(mu_p.shape), generator=g).to(mu_p.device)
-        outs = [generate(self.model, src, "greedy", z=mu_p + eps[i] * (0.5 * lv_p).exp()) for i in range(k)]
-        return [[outs[i][b][0] for i in range(k)] for b in range(src.shape[0])]
+        eps = torch.randn((n,) + tuple(mu_p.shape), generator=generator).to(mu_p.device)
+        return StackedStepper([self.model.stepper(src, mu_p + eps[i] * (0.5 * lv_p).exp(), use_cache)
+                               for i in range(n)])
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

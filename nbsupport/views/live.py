@@ -17,7 +17,7 @@ import torch
 
 from ..data.batching import pad_batch
 from ..data.vocab import EOS
-from ..decode import MAX_LEN_A, MAX_LEN_B, as_latent, beam_search, generate, max_lengths, token_scores
+from ..decode import MAX_LEN_A, MAX_LEN_B, as_latent, beam_search, decode, max_lengths, token_ids, token_scores
 from .widgets import escape
 
 # !important: JupyterLab's rendered-HTML style right-aligns table cells, which broke the hypotheses' columns
@@ -121,7 +121,7 @@ def latent_view(model, src_vocab, tgt_vocab, sentence: str, z: int = 0, referenc
     k = model.config.n_latent
     check_latent(z, k, name)
     src = source_tensor([sentence], src_vocab, model)
-    ids = model.hypotheses(src, k, "latent_greedy")[0]
+    ids = token_ids(decode(model, src, "latent_greedy", k))[0]
     hyps = [tgt_vocab.decode(h) for h in ids]
     per_value, own = _scores_under_each_latent(model, src, ids, z)
     totals = [f"{sum(s):.2f}" for s in own]
@@ -152,7 +152,7 @@ def fixed_latent_view(model, src_vocab, tgt_vocab, sentences: Sequence[str], z: 
     k = model.config.n_latent
     check_latent(z, k, name)
     src = source_tensor(sentences, src_vocab, model)
-    out = [tgt_vocab.decode(h[0]) for h in generate(model, src, "greedy", z=z)]
+    out = [tgt_vocab.decode(hs[0].tokens) for hs in decode(model, src, "greedy", z=z)]
     rows = "".join(f"<tr><td>{escape(s)}</td><td>{escape(h)}</td></tr>" for s, h in zip(sentences, out))
     return page(f"<table class='nbs-live'><caption style='text-align:left'>{escape(name)}={z} on "
                 f"{len(sentences)} sources: the same style every time?</caption>"
@@ -201,7 +201,7 @@ def sample_view(model, src_vocab, tgt_vocab, sentence: str, temperature: float =
     if not isinstance(temperature, (int, float)) or not temperature > 0:
         raise ValueError(f"the temperature must be > 0 (0 is greedy decoding), got {temperature!r}")
     src = source_tensor([sentence], src_vocab, model)
-    ids = generate(model, src, "sample", n=n, temperature=float(temperature), seed=seed, z=z)[0]
+    ids = token_ids(decode(model, src, "sampling", n, temperature=float(temperature), seed=seed, z=z))[0]
     scores = token_scores(model, src.repeat(n, 1), ids, z=z)
     texts = [tgt_vocab.decode(h) for h in ids]
     return page(_line("source:", sentence),
