@@ -1,4 +1,4 @@
-"""Content-addressed caching with atomic writes.
+"""Content-addressed caching with atomic writes, and the trained models' cache (:func:`cached_model`).
 
 A cache entry's name is a hash of everything that affects it (``key``), so two
 notebooks asking for the same thing share it, and a changed setting never reuses a
@@ -12,15 +12,19 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
 from typing import Callable, TypeVar
 
+import torch
+
 from ._version import __version__
-from .paths import cache_dir
+from .paths import build_dir, cache_dir
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)   # cache hits: quiet in a lesson, visible with logging at INFO
 
 
 def key_hash(key, length: int = 16) -> str:
@@ -68,3 +72,33 @@ def non_default(config) -> dict:
     new option added with a default does not invalidate every cached model."""
     from dataclasses import fields
     return {f.name: getattr(config, f.name) for f in fields(config) if getattr(config, f.name) != f.default}
+
+
+def models_dir() -> Path:
+    """Where trained models are cached."""
+    return build_dir() / "models"
+
+
+def cached_model(name: str, key, make: Callable, fit: Callable):
+    """(model, history) of the trained model described by ``key``: loaded into ``make()`` (a new
+    model of the right family) from the cache, or trained by ``fit(partial_path) -> (model,
+    history)`` (resumable from ``partial_path`` after every epoch) and cached atomically first."""
+    trained = {}                                           # the model trained here, returned as it is
+
+    def build(tmp: Path) -> None:
+        partial = models_dir() / f"{name}-{key_hash(key)}.partial.pt"
+        model, history = fit(partial)
+        torch.save({"model": model.state_dict(), "history": history, "key": key}, tmp)
+        partial.unlink(missing_ok=True)
+        trained.update(model=model, history=history)
+
+    def load(file: Path):
+        if trained:
+            return trained["model"], trained["history"]
+        state = torch.load(file, map_location="cpu", weights_only=False)
+        model = make()
+        model.load_state_dict(state["model"])
+        log.info("loaded cached model %s (trained in %.0f s)", file.name, state["history"].train_seconds)
+        return model, state["history"]
+
+    return cached_file(name, key, build, load, suffix=".pt", folder=models_dir())

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
+import torch
 from sacrebleu.metrics import BLEU
 
 Sets = Sequence[Sequence[str]]
@@ -258,3 +259,45 @@ def diversity_report(hyps: Sets, refs: Sets, seed: int = 0) -> dict[str, float]:
             "multi_ref_bleu": multi_ref_bleu(hyps, refs),
             "avg_oracle_bleu": avg_oracle_bleu(hyps, refs),
             "ref_coverage": ref_coverage(hyps, refs, seed)}
+
+
+# --------------------------------------------------------------------------- latent usage in training
+class LatentUsage:
+    """How much of an epoch's training pairs each of the K latent values took, overall and by each
+    training pair's true label (the toy's style: it shows what the E-step discovered). A step
+    reports either the latent it chose per sentence, (B,) indices, or the E-step's
+    responsibilities, (B, K) rows summing to 1 (soft EM): then a latent's usage is its summed
+    posterior mass, as the authors' code logs it (fairseq ``translation_moe``:
+    ``prob_z_xy.float().sum(dim=0)``), not the count of sentences where it is the argmax (a near
+    uniform posterior would hand all of them to whichever latent is ahead by a hair)."""
+
+    def __init__(self, k: int, labels: list[int] | None):
+        self.k, self.labels = k, labels
+        self.n_labels = 1 + max(labels) if labels else 0
+        self.counts = torch.zeros(k, dtype=torch.float64)
+        self.by_label = torch.zeros(k, max(self.n_labels, 1), dtype=torch.float64)   # latent x true label
+
+    def add(self, z: torch.Tensor, idx: list[int]) -> None:
+        z = z.detach().cpu()
+        mass = z.double() if z.dim() == 2 else torch.nn.functional.one_hot(z.long(), self.k).double()   # (B, K)
+        self.counts += mass.sum(0)
+        if self.n_labels:
+            self.by_label.index_add_(1, torch.tensor([self.labels[i] for i in idx]), mass.T)
+
+    @staticmethod
+    def _plain(t: torch.Tensor):
+        """Whole numbers as ints (counts of sentences), posterior mass as floats."""
+        return t.long().tolist() if bool((t == t.round()).all()) else t.tolist()
+
+    def on_step(self, batch, z) -> None:
+        """A training loop's watcher (:func:`nbsupport.train.train`): the step's choice of latents."""
+        if z is not None:
+            self.add(z, batch.idx)
+
+    def on_epoch_end(self) -> dict:
+        return self.record()
+
+    def record(self) -> dict:
+        latent = self.k > 1
+        return {"usage": self._plain(self.counts) if latent else None,
+                "latent_by_label": self._plain(self.by_label) if latent and self.n_labels else None}

@@ -6,17 +6,94 @@ model from the cache, or trains it there.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import contextlib
+from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 import torch
 
+from . import registry
+from .cache import cached_model, key_hash, models_dir, non_default
 from .data import bible
 from .data.synthetic import Corpus, ToyConfig, toy, toy_config, toy_trilingual
 from .data.vocab import WordVocab, train_sentencepiece
 from .models.transformer import TransformerConfig
 from .profiles import Profile, profile
-from .runtime import check_seed, setup
-from .train import Encoded, TrainConfig, model_key_and_path, train_or_load, train_several
+from .metrics import LatentUsage
+from .runtime import check_seed, seed_everything, setup
+from .train import Encoded, TrainConfig, train
+
+
+# --------------------------------------------------------------------------- training runs, and who watches them
+@dataclass
+class Callbacks:
+    """What code outside the training loop may watch or provide, without the loop knowing it (a ledger of
+    the models a run used, say): ``on_model(name, model, train_cfg, train_data, valid_data)`` is called
+    for every model :func:`train_or_load` trains or loads; each of ``training`` is a function
+    returning a context manager entered around every training run; each of ``on_host(what, seconds,
+    done, full, task)`` hears of host work a GPU does not speed up (sampling a synthetic corpus);
+    ``parallel``, when set, trains several uncached models at once: ``parallel(fn, jobs, device, what)``
+    runs ``fn(*job)`` for every job and returns False when the caller must train them itself (the
+    harness sets it: worker processes, one per CPU core)."""
+    on_model: list[Callable] = field(default_factory=list)
+    training: list[Callable] = field(default_factory=list)
+    on_host: list[Callable] = field(default_factory=list)
+    parallel: Callable | None = None
+
+
+CALLBACKS = Callbacks()
+
+
+def train_several(fn, jobs: list[tuple], device, what: str) -> bool:
+    """``fn(*job)`` for every job (each trains one model into the cache) with the runner the harness
+    installed (:attr:`Callbacks.parallel`); False when there is none or it declines: the caller then
+    trains each model when it first asks for it."""
+    return bool(jobs) and CALLBACKS.parallel is not None and bool(CALLBACKS.parallel(fn, jobs, device, what))
+
+
+def host_work(what: str, seconds: float, done: int, full: int, task: str | None = None) -> None:
+    """Tell the watchers (:attr:`Callbacks.on_host`) of host work measured on ``done`` items of ``full``."""
+    for on_host in CALLBACKS.on_host:
+        on_host(what, seconds, done, full, task)
+
+
+def model_key_and_path(name: str, model_cfg, train_cfg: TrainConfig, data_key: dict, options=None):
+    """The cache key of a model (both configurations, the options, the data, the package version)
+    and the file it is cached in."""
+    key = {"model": non_default(model_cfg), "train": non_default(train_cfg), "data": data_key}
+    key.update(registry.cache_key(model_cfg, options))
+    return key, models_dir() / f"{name}-{key_hash(key)}.pt"
+
+
+def train_or_load(name: str, model_cfg, train_cfg: TrainConfig, data_key: dict, train_data: Encoded,
+                  valid_data: Encoded, device, progress: bool = True, options=None):
+    """Return (model, history): loaded from the model cache if this exact model was trained before,
+    else trained (resuming an interrupted run) and cached. The cache keys a trained model on
+    everything that affects its weights: a notebook run twice, or a baseline shared by several
+    notebooks, trains once.
+
+    The family is the one ``model_cfg`` and ``options`` select (:func:`nbsupport.registry.build`:
+    a ``TransformerConfig`` or ``LSTMConfig`` alone; with a ``MixtureConfig``, ``VNMTConfig`` or
+    ``ConditioningConfig`` as ``options``, that family). ``data_key`` must describe the data
+    completely (data set, its configuration and split, vocabularies): it is part of the cache
+    key, with both configurations, the options and the package version."""
+    key, _ = model_key_and_path(name, model_cfg, train_cfg, data_key, options)
+    model = registry.build(model_cfg, options)
+    for on_model in CALLBACKS.on_model:
+        on_model(name, model, train_cfg, train_data, valid_data)
+
+    def fit(partial):
+        seed_everything(train_cfg.seed)
+        fresh = registry.build(model_cfg, options)        # the same initial weights for the same seed
+        usage = lambda: [LatentUsage(fresh.config.n_latent, train_data.labels)]
+        with contextlib.ExitStack() as watched:
+            for context in CALLBACKS.training:
+                watched.enter_context(context())
+            history = train(fresh, train_data, valid_data, train_cfg, device, partial, progress, watchers=usage)
+        return fresh, history
+
+    model, history = cached_model(name, key, lambda: model, fit)
+    return model.to(device).eval(), history
 
 
 @dataclass
@@ -98,7 +175,7 @@ def _train_in_worker(task: Task, job: dict) -> float:
 def train_in_parallel(task: Task, jobs: list[dict], device) -> list[str]:
     """Train the models of ``jobs`` (each the keyword arguments of :func:`train_model` but
     ``task``, ``device`` and ``progress``) that are not cached yet, several at once on a CPU (one
-    process per core: the runner the harness installs, :func:`nbsupport.train.train_several`), into the cache, so that the
+    process per core: the runner the harness installs, :func:`train_several`), into the cache, so that the
     notebook's own ``train_model`` calls then load them. In the order given (put the costliest
     first). On a GPU or with one worker nothing happens here. Returns the names trained."""
     return train_many_in_parallel([(task, job) for job in jobs], device)

@@ -14,7 +14,9 @@ from nbsupport import cache
 from nbsupport.harness import run_notebooks
 from nbsupport.data import bible, prepare
 from nbsupport.models import Transformer, TransformerConfig
-from nbsupport.train import Encoded, TrainConfig, make_optimizer, models_dir, train_or_load
+from nbsupport.cache import models_dir
+from nbsupport.pipeline import train_or_load
+from nbsupport.train import Encoded, TrainConfig, make_optimizer
 
 NOTEBOOK = run_notebooks.notebook_paths()[0]
 

@@ -10,7 +10,8 @@ from nbsupport.data.vocab import BOS, EOS
 from nbsupport.decode import TableStepper, beam_search, decode, greedy_or_sample, nucleus, token_ids
 from nbsupport.models import Transformer, TransformerConfig, shift_right
 from nbsupport.models.hard_em import hard_em_assign
-from nbsupport.train import Encoded, TrainConfig, train_or_load
+from nbsupport.pipeline import train_or_load
+from nbsupport.train import Encoded, TrainConfig
 
 V = 7  # vocabulary of the hand-made tables: 0..3 specials, 4..6 words
 

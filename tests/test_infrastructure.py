@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import nbsupport as nbs
-from nbsupport import cache
+from nbsupport import cache, pipeline
 from nbsupport.data import WordVocab, pad_batch, token_batches, train_sentencepiece
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,14 +187,13 @@ def test_worker_processes_that_cannot_run_fall_back_to_one_at_a_time(capsys):
 def test_the_harness_hands_its_parallel_runner_to_the_training_code(monkeypatch):
     """Without a runner, train_several declines (each model then trains when first asked for); nbs.start
     installs the harness's worker processes, which the pipeline and the lessons use without importing them."""
-    from nbsupport import train
     from nbsupport.harness import workers
-    monkeypatch.setattr(train.CALLBACKS, "parallel", None)
-    assert train.train_several(print, [(1,)], "cpu", "models") is False
+    monkeypatch.setattr(pipeline.CALLBACKS, "parallel", None)
+    assert pipeline.train_several(print, [(1,)], "cpu", "models") is False
     calls = []
-    monkeypatch.setattr(train.CALLBACKS, "parallel", lambda fn, jobs, device, what: calls.append((jobs, what)) or True)
-    assert train.train_several(print, [(1,), (2,)], "cpu", "models") is True and calls == [([(1,), (2,)], "models")]
-    assert train.train_several(print, [], "cpu", "models") is False and len(calls) == 1      # nothing to train
-    monkeypatch.setattr(train.CALLBACKS, "parallel", None)
+    monkeypatch.setattr(pipeline.CALLBACKS, "parallel", lambda fn, jobs, device, what: calls.append((jobs, what)) or True)
+    assert pipeline.train_several(print, [(1,), (2,)], "cpu", "models") is True and calls == [([(1,), (2,)], "models")]
+    assert pipeline.train_several(print, [], "cpu", "models") is False and len(calls) == 1      # nothing to train
+    monkeypatch.setattr(pipeline.CALLBACKS, "parallel", None)
     nbs.start("ci", 0, quiet=True)
-    assert train.CALLBACKS.parallel is workers.train_in_worker_processes
+    assert pipeline.CALLBACKS.parallel is workers.train_in_worker_processes

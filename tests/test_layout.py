@@ -113,7 +113,7 @@ def is_engine(name: str) -> bool:
 def test_the_graph_sees_imports_inside_functions_and_relative_ones():
     g = graph()
     assert "nbsupport.harness.run_notebooks" in g["nbsupport.harness.smoke"]      # inside main()
-    assert "nbsupport.train" in g["nbsupport.harness.smoke"]                      # `from .. import train`
+    assert "nbsupport.pipeline" in g["nbsupport.harness.smoke"]                   # `from .. import pipeline`
     assert "nbsupport.models.protocol" in g["nbsupport.train"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

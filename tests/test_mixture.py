@@ -15,7 +15,8 @@ from nbsupport.models import Transformer, TransformerConfig, shift_right
 from nbsupport.models.mixture import MixtureConfig, MixtureModel, all_variants
 from nbsupport.models.hard_em import estep_nll
 from nbsupport.models.protocol import Batch
-from nbsupport.train import Encoded, TrainConfig, train, train_or_load
+from nbsupport.pipeline import train_or_load
+from nbsupport.train import Encoded, TrainConfig, train
 
 
 @pytest.fixture(autouse=True)
@@ -369,7 +370,7 @@ def test_vnmt_batches_sharing_a_generator_draw_fresh_noise():
 def test_prefetched_variants_are_the_models_train_variant_loads(monkeypatch, caplog):
     """prefetch_variants trains the uncached variants in worker processes (soft losses first) under
     the very cache keys train_variant uses; a second prefetch has nothing to do."""
-    caplog.set_level("INFO", logger="nbsupport.train")
+    caplog.set_level("INFO", logger="nbsupport.cache")
     from nbsupport.lessons import mixture_runs as mr
     from nbsupport.pipeline import is_cached
     monkeypatch.setenv("NBS_THREADS", "2")
@@ -519,14 +520,14 @@ def test_soft_em_usage_is_the_summed_posterior_mass():
     """Soft EM's usage sums the E-step's responsibilities (the authors' prob_z_xy.sum(0)), by hand:
     two batches of responsibilities -> per-latent mass and mass per true label; hard EM still counts
     the chosen latent per sentence, as whole numbers."""
-    usage = train_mod.LatentUsage(3, labels=[0, 1, 1, 0])
+    usage = nbs.metrics.LatentUsage(3, labels=[0, 1, 1, 0])
     usage.add(torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]]), [0, 1])
     usage.add(torch.tensor([[0.5, 0.5, 0.0], [0.4, 0.3, 0.3]]), [2, 3])
     rec = usage.record()
     assert rec["usage"] == pytest.approx([1.7, 1.1, 1.2])           # 0.7+0.1+0.5+0.4, 0.2+0.1+0.5+0.3, 0.1+0.8+0.0+0.3
     by_label = [x for row in rec["latent_by_label"] for x in row]    # latent x label; label 0: pairs 0 and 3
     assert by_label == pytest.approx([1.1, 0.6, 0.5, 0.6, 0.4, 0.8])
-    hard = train_mod.LatentUsage(3, labels=[0, 1, 1, 0])
+    hard = nbs.metrics.LatentUsage(3, labels=[0, 1, 1, 0])
     hard.add(torch.tensor([2, 2, 0, 1]), [0, 1, 2, 3])
     assert hard.record() == {"usage": [1, 1, 2], "latent_by_label": [[0, 1], [1, 0], [1, 1]]}
     assert all(isinstance(u, int) for u in hard.record()["usage"])
@@ -544,7 +545,7 @@ def test_a_soft_mixture_reports_its_posteriors_as_usage():
     with torch.no_grad():
         expected = torch.softmax(m.log_joint(src, tgt_in, tgt_out), dim=1)
     assert r.shape == (4, 3) and torch.allclose(r, expected, atol=1e-6)
-    usage = train_mod.LatentUsage(3, None)
+    usage = nbs.metrics.LatentUsage(3, None)
     usage.add(r, list(range(4)))
     assert usage.record()["usage"] == pytest.approx(expected.sum(0).tolist())
     assert sum(usage.record()["usage"]) == pytest.approx(4.0)

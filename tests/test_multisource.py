@@ -10,7 +10,8 @@ from nbsupport.data.vocab import BOS, PAD
 from nbsupport.models.lstm import (Attention, BasicCombiner, ChildSumCombiner, LSTMConfig, LSTMStepper,
                                    MultiSourceLSTM, reverse_padded)
 from nbsupport.models.transformer import shift_right
-from nbsupport.train import Encoded, TrainConfig, train_or_load
+from nbsupport.pipeline import train_or_load
+from nbsupport.train import Encoded, TrainConfig
 
 D = 8
 
@@ -280,7 +281,7 @@ def test_translation_html_is_the_live_decoding_and_names_bad_input(tiny_trilingu
 def test_systems_trained_in_parallel_are_cached_and_loaded(monkeypatch, caplog):
     """On a CPU the uncached systems train in worker processes (costliest first); the notebook's
     train_system then loads each from the cache instead of training it again."""
-    caplog.set_level("INFO", logger="nbsupport.train")
+    caplog.set_level("INFO", logger="nbsupport.cache")
     import os
     from nbsupport.lessons import multisource as ms
     from nbsupport.harness.workers import cpu_workers, run_in_processes
@@ -414,7 +415,7 @@ def test_toy_data_variants_are_cached_apart():
     assert (len(hard.corpus.train), len(hard.corpus.test), hard.training["epochs"], hard.model_sizes["dropout"]) == (300, 30, 3, 0.3)
     assert hard.training["max_tokens"] == base.training["max_tokens"]       # the rest: the profile's
     assert len(hard.corpus.test.refs[0]) == 4                                # ambiguity: four sampled references
-    paths = {nbs.train.model_key_and_path(*nbs.multisource._configs(d, "fr", 0))[1] for d in (base, hard)}
+    paths = {nbs.pipeline.model_key_and_path(*nbs.multisource._configs(d, "fr", 0))[1] for d in (base, hard)}
     assert len(paths) == 2
 
 

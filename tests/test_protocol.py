@@ -19,7 +19,8 @@ from nbsupport.decode import beam_search, decode, greedy_or_sample, max_lengths,
 from nbsupport.models import (ConditioningConfig, LSTMConfig, LSTMStepper, MixtureConfig, TransformerConfig,
                               VNMTConfig, shift_right)
 from nbsupport.models.protocol import Batch, Family
-from nbsupport.train import Encoded, TrainConfig, evaluate_loss, train_or_load
+from nbsupport.pipeline import train_or_load
+from nbsupport.train import Encoded, TrainConfig, evaluate_loss
 
 PACKAGE = Path(registry.__file__).parent
 V = 12

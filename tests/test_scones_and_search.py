@@ -369,7 +369,7 @@ def test_prefetched_softmax_and_scones_models_are_the_ones_the_notebooks_load(mo
     """prefetch_softmax_and_scones trains every uncached model of several tasks (and extra jobs) in
     worker processes under the very cache keys train_softmax_and_scones and train_model use; a
     second prefetch has nothing to do (notebooks 06 and 07)."""
-    caplog.set_level("INFO", logger="nbsupport.train")
+    caplog.set_level("INFO", logger="nbsupport.cache")
     from nbsupport import pipeline
     from nbsupport.lessons import beam_curse
     monkeypatch.setenv("NBS_THREADS", "2")

@@ -8,11 +8,13 @@ import pytest
 import torch
 
 import nbsupport as nbs
+from nbsupport import pipeline
 from nbsupport import train as train_mod
 from nbsupport.harness import read_environment, smoke
 from nbsupport.harness.run import run_profile
 from nbsupport.models import Transformer, TransformerConfig
-from nbsupport.train import Encoded, TrainConfig, train, train_or_load
+from nbsupport.pipeline import train_or_load
+from nbsupport.train import Encoded, TrainConfig, train
 
 
 @pytest.fixture(autouse=True)
@@ -64,14 +66,14 @@ def test_without_cap_every_epoch_runs(monkeypatch):
 
 
 def test_capped_model_is_cached_under_another_key(monkeypatch, caplog):
-    caplog.set_level("INFO", logger="nbsupport.train")
+    caplog.set_level("INFO", logger="nbsupport.cache")
     data, valid = tiny_data(), tiny_data(6, 1)
     cfg = TrainConfig(epochs=2, max_tokens=30, lr=1e-3, warmup=5)
     train_or_load("t", tiny_config(), replace(cfg, max_steps=1), {"d": 1}, data, valid, "cpu", progress=False)
     calls = count_steps(monkeypatch)
     train_or_load("t", tiny_config(), cfg, {"d": 1}, data, valid, "cpu", progress=False)
     assert len(calls) > 1                                    # trained for real, not the capped model loaded
-    assert len(list(train_mod.models_dir().glob("t-*.pt"))) == 2
+    assert len(list(nbs.cache.models_dir().glob("t-*.pt"))) == 2
     calls.clear()
     train_or_load("t", tiny_config(), replace(cfg, max_steps=1), {"d": 1}, data, valid, "cpu", progress=False)
     assert calls == [] and "loaded cached model" in caplog.text   # the capped one reloads
@@ -188,11 +190,11 @@ def test_host_record_projects_linearly(tmp_path):
     try:
         smoke.record_host("sampling", 2.0, done=1000, full=30000)
         smoke.record_host("cached", 0.01, done=1000, full=30000)      # loaded from the cache: not recorded
-        train_mod.host_work("via the engine", 1.0, done=10, full=20)  # what the lessons call: the ledger hears it
+        pipeline.host_work("via the engine", 1.0, done=10, full=20)  # what the lessons call: the ledger hears it
     finally:
         smoke.uninstall_ledger()
     smoke.record_host("after", 2.0, done=1000, full=30000)           # no ledger installed: nothing
-    train_mod.host_work("after, via the engine", 2.0, done=1, full=2)
+    pipeline.host_work("after, via the engine", 2.0, done=1, full=2)
     _, _, host = smoke.read_ledger(ledger)
     assert [h["what"] for h in host] == ["sampling", "via the engine"] and host[0]["projected_s"] == pytest.approx(60.0)
 
@@ -217,7 +219,7 @@ def test_ledger_and_inference_counter(tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     smoke.install_ledger(ledger)
     try:
-        assert smoke.record_training in train_mod.CALLBACKS.on_model
+        assert smoke.record_training in pipeline.CALLBACKS.on_model
         lin = torch.nn.Linear(3, 5)
         data, valid = tiny_data(), tiny_data(6, 1)
         train_or_load("m", tiny_config(), TrainConfig(epochs=1, max_tokens=30, warmup=5), {"d": 2}, data, valid,
@@ -234,4 +236,4 @@ def test_ledger_and_inference_counter(tmp_path):
         assert [r["name"] for r in records] == ["m"] and flops == smoke._state["inference_flops"] and host == []
     finally:
         smoke.uninstall_ledger()
-    assert smoke.record_training not in train_mod.CALLBACKS.on_model and smoke._state["hook"] is None
+    assert smoke.record_training not in pipeline.CALLBACKS.on_model and smoke._state["hook"] is None

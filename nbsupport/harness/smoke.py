@@ -255,24 +255,24 @@ def install_ledger(path: Path) -> None:
     """Record into ``path``: every model the training loop trains or loads (its callbacks), and the
     FLOPs of every Linear/LSTM forward outside training, without gradients (decoding, exact
     search, scoring, evaluation)."""
-    from .. import train
+    from .. import pipeline
     _state["ledger"] = Path(path)
-    if record_training not in train.CALLBACKS.on_model:
-        train.CALLBACKS.on_model.append(record_training)
-        train.CALLBACKS.training.append(training_phase)
-        train.CALLBACKS.on_host.append(record_host)
+    if record_training not in pipeline.CALLBACKS.on_model:
+        pipeline.CALLBACKS.on_model.append(record_training)
+        pipeline.CALLBACKS.training.append(training_phase)
+        pipeline.CALLBACKS.on_host.append(record_host)
     if _state["hook"] is None:
         _state["hook"] = nn.modules.module.register_module_forward_hook(_hook)
         atexit.register(_flush)
 
 
 def uninstall_ledger() -> None:
-    from .. import train
+    from .. import pipeline
     _state["ledger"] = None
-    if record_training in train.CALLBACKS.on_model:
-        train.CALLBACKS.on_model.remove(record_training)
-        train.CALLBACKS.training.remove(training_phase)
-        train.CALLBACKS.on_host.remove(record_host)
+    if record_training in pipeline.CALLBACKS.on_model:
+        pipeline.CALLBACKS.on_model.remove(record_training)
+        pipeline.CALLBACKS.training.remove(training_phase)
+        pipeline.CALLBACKS.on_host.remove(record_host)
     if _state["hook"] is not None:
         _state["hook"].remove()
         _state["hook"] = None

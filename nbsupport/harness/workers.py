@@ -81,7 +81,7 @@ def train_in_worker_processes(fn, jobs: list[tuple], device, what: str) -> bool:
 
 
 def install() -> None:
-    """Hand :func:`train_in_worker_processes` to the training code (``train.CALLBACKS.parallel``): the
+    """Hand :func:`train_in_worker_processes` to the training code (``pipeline.CALLBACKS.parallel``): the
     pipeline and the lessons train their uncached models through it without importing the harness."""
-    from .. import train
-    train.CALLBACKS.parallel = train_in_worker_processes
+    from .. import pipeline
+    pipeline.CALLBACKS.parallel = train_in_worker_processes

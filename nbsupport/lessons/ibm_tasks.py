@@ -22,7 +22,8 @@ from ..data.synthetic import Corpus, Split, ToyConfig, detokenize, toy
 from ..data.vocab import WordVocab
 from ..pipeline import Task
 from ..profiles import Profile, profile
-from ..train import Encoded, host_work
+from ..pipeline import host_work
+from ..train import Encoded
 
 TOKENIZE = WordVocab.tokenize       # word level, punctuation split off (the toy's own tokens)
 BIBLE_MAX_WORDS = 50                # verses longer than this (either side) are left out of IBM training

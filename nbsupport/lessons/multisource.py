@@ -22,7 +22,8 @@ from ..metrics import corpus_bleu
 from ..models.lstm import LSTMConfig, MultiSourceLSTM
 from ..profiles import Profile, profile
 from ..runtime import setup
-from ..train import Encoded, TrainConfig, evaluate_loss, model_key_and_path, train_or_load, train_several
+from ..pipeline import model_key_and_path, train_or_load, train_several
+from ..train import Encoded, TrainConfig, evaluate_loss
 
 # name -> (source roles, combiner, attention): Figure 4's rows, plus the two-versions control.
 SYSTEMS = {
@@ -139,7 +140,7 @@ def _train_in_worker(data: MultiSourceData, system: str, seed: int) -> float:
 
 def train_in_parallel(data: MultiSourceData, systems, device, seed: int = 0) -> list[str]:
     """Train the systems not yet cached, several at once on a CPU (one process per core, see
-    :func:`nbsupport.train.train_several`); each is cached, so :func:`train_system` then loads it.
+    :func:`nbsupport.pipeline.train_several`); each is cached, so :func:`train_system` then loads it.
     On a GPU, or with one worker, nothing happens here (train_system trains them one by one).
     Returns the systems trained."""
     return [s for _, s in train_pairs_in_parallel([(data, s) for s in systems], device, seed)]
