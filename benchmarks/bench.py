@@ -65,8 +65,8 @@ def estep_loop(model, src, tgt_in, tgt_out):
     """fairseq's way: one decoder call per expert."""
     with torch.no_grad():
         memory, mask = model.encode(src)
-        return torch.stack([model.sentence_nll(model.decode(tgt_in, memory, mask, torch.full((src.shape[0],), z)), tgt_out)
-                            for z in range(model.config.n_latent)], dim=1)
+        zs = [torch.full((src.shape[0],), z, device=src.device) for z in range(model.config.n_latent)]
+        return torch.stack([model.sentence_nll(model.decode(tgt_in, memory, mask, z), tgt_out) for z in zs], dim=1)
 
 
 def estep_batched(model, src, tgt_in, tgt_out):

@@ -1,5 +1,5 @@
 """The training loop: token-count batches, Adam with inverse-square-root warm-up, label
-smoothing, gradient clipping, bf16 autocast on GPU, validation each epoch, the best epoch's
+smoothing, gradient clipping, mixed precision on GPU, validation each epoch, the best epoch's
 weights kept, a resumable checkpoint after every epoch. The loop knows no model family: each
 step asks the model for its loss (``model.training_loss``: Hard-MoE's hard-EM step lives in
 :mod:`nbsupport.models.hard_em`, the mixtures' EM in :mod:`nbsupport.models.mixture`, ...),
@@ -7,7 +7,8 @@ validation for its per-sentence NLL (see :mod:`nbsupport.models.protocol`). The 
 :func:`nbsupport.pipeline.train_or_load` (on :func:`nbsupport.cache.cached_model`).
 
 Precision: on CUDA a training step's forward and loss, and the validation loss, run under bf16
-autocast (weights, gradients and Adam's state stay fp32); the E-steps of Hard-MoE and of the
+autocast, or fp16 with a gradient scaler on GPUs without native bf16 (:func:`autocast_dtype`;
+weights, gradients and Adam's state stay fp32); the E-steps of Hard-MoE and of the
 mixtures score in fp32 with autocast off (an argmin over near-equal NLLs), and decoding and
 search run in fp32. On CPU and MPS everything is fp32.
 """
@@ -74,10 +75,25 @@ class History:
     train_seconds: float = 0.0
 
 
+def autocast_dtype(device) -> torch.dtype | None:
+    """The training step's autocast dtype: bf16 on a GPU that computes it natively (Ampere and
+    later), fp16 with a gradient scaler on one that does not (the T4s and P100s of free cloud
+    notebooks: emulated bf16 is slow there), none (fp32) on a CPU or MPS."""
+    if torch.device(device).type != "cuda":
+        return None
+    return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
+
+
 def _autocast(device):
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return torch.autocast("cpu", enabled=False)
+    dtype = autocast_dtype(device)
+    if dtype is None:
+        return torch.autocast("cpu", enabled=False)
+    return torch.autocast("cuda", dtype=dtype)
+
+
+def grad_scaler(device):
+    """fp16 needs its loss scaled so that small gradients do not underflow; bf16 and fp32 do not."""
+    return torch.amp.GradScaler("cuda") if autocast_dtype(device) == torch.float16 else None
 
 
 # --------------------------------------------------------------------------- one step
@@ -96,17 +112,25 @@ def evaluate_loss(model, data: Encoded, max_tokens: int, device, cfg: "TrainConf
     return total / max(tokens, 1)
 
 
-def training_step(model, opt, sched, batch: Batch, cfg: TrainConfig, progress: float):
+def training_step(model, opt, sched, batch: Batch, cfg: TrainConfig, progress: float, scaler=None):
     """One update; returns (loss, target tokens, the latent value chosen per sentence or None).
     The loss is the model's own (``model.training_loss``; ``progress``, the fraction of training
-    done, sets a schedule such as target conditioning's temperature or VNMT's KL weight)."""
+    done, sets a schedule such as target conditioning's temperature or VNMT's KL weight).
+    ``scaler``: fp16's gradient scaler (:func:`grad_scaler`), or None."""
     model.train()
     with _autocast(batch.tgt_in.device):
         loss, z = model.training_loss(batch, progress, cfg)
     opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-    opt.step()
+    if scaler is None:
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+        opt.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)                       # clip the true gradients
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+        scaler.step(opt)                           # skipped when a gradient overflowed
+        scaler.update()
     sched.step()
     return loss, int((batch.tgt_out != PAD).sum()), z
 
@@ -154,6 +178,7 @@ def train(model, train_data: Encoded, valid_data: Encoded, cfg: TrainConfig, dev
             checkpoint.unlink(missing_ok=True)
             model.load_state_dict(initial)
             opt, sched = make_optimizer(model, cfg)
+    scaler = grad_scaler(device)
     cap = cfg.max_steps
     for epoch in range(start_epoch, cfg.epochs):
         seed_everything(cfg.seed * 1000 + epoch)
@@ -165,7 +190,7 @@ def train(model, train_data: Encoded, valid_data: Encoded, cfg: TrainConfig, dev
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress, leave=False)
         for step_in_epoch, batch in enumerate(bar):
             done = (epoch + step_in_epoch / len(batches)) / cfg.epochs     # fraction of training
-            loss, n_tok, z = training_step(model, opt, sched, batch, cfg, done)
+            loss, n_tok, z = training_step(model, opt, sched, batch, cfg, done, scaler)
             for watcher in watching:
                 watcher.on_step(batch, z)
             tokens += n_tok
