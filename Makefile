@@ -10,7 +10,7 @@ DATA_STAMP := data/.prepared-stamp
 # papermill and JupyterLab find the venv's own python3 kernel first; nothing is registered globally.
 export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
 
-.PHONY: setup data test notebooks reproduce lab test-kernels test-browser bench strip clean smoke-full
+.PHONY: setup data test notebooks reproduce lab test-kernels test-browser bench gpu-check strip clean smoke-full
 
 setup: $(STAMP)
 
@@ -64,6 +64,12 @@ test-browser: data
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench.py --size lab
+
+# one command on a machine with a GPU: bench, kernel tests, every lesson at lab from an empty cache and one
+# paper's reproduction seeds, within 8 minutes, into benchmarks/gpu-<device>/ (without a GPU: a rehearsal at ci)
+gpu-check: data
+	$(PY) -m pip install --quiet -e '.[dev,kernels]'
+	$(PY) benchmarks/gpu_check.py
 
 strip: $(STAMP)
 	$(VENV)/bin/nbstripout notebooks/*.ipynb

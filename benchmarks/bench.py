@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import copy
 import platform
 import statistics
 import sys
@@ -25,13 +26,15 @@ from nbsupport.data.vocab import PAD
 from nbsupport.kernels import fused_scones_loss
 from nbsupport.losses import scones_loss
 from nbsupport.models import ConditioningConfig, TargetConditionedTransformer, Transformer, TransformerConfig
+from nbsupport.batched import train_together
 from nbsupport.speed import step_seconds
-from nbsupport.train import TrainConfig
+from nbsupport.train import Encoded, TrainConfig, train
 
 SIZES = {
-    "tiny": dict(n_train=400, steps=3, rounds=1, sentences=8, d_model=32, d_ff=64, layers=1, vocab=(512, 1024), rows=64),
+    "tiny": dict(n_train=400, steps=3, rounds=1, sentences=8, d_model=32, d_ff=64, layers=1, vocab=(512, 1024), rows=64,
+                 stack_pairs=100),
     "lab": dict(n_train=4000, steps=12, rounds=5, sentences=64, d_model=128, d_ff=256, layers=2, vocab=(8000, 32000),
-                rows=2048),
+                rows=2048, stack_pairs=800),
 }
 
 
@@ -203,6 +206,29 @@ def main(argv=None) -> int:
         raw[f"plain_loss_{label}_bytes"] = peak_memory(plain)
         raw[f"fused_loss_{label}_bytes"] = peak_memory(fused)
         ratios[f"fused_loss_peak_mem_over_plain_{label}"] = raw[f"fused_loss_{label}_bytes"] / raw[f"plain_loss_{label}_bytes"]
+
+    # g. three seeds of one model trained together (nbsupport.batched) against the same three one by one:
+    # one epoch over the same pairs, dropout 0 so that both must end with the same validation loss
+    sub = Encoded(task.train.src[:sz["stack_pairs"]], task.train.tgt[:sz["stack_pairs"]])
+    for k in (1, 4):
+        stack_cfgs = [TrainConfig(epochs=1, max_tokens=1024, warmup=10, seed=s) for s in range(3)]
+        inits = []
+        for s in range(3):
+            torch.manual_seed(s)
+            inits.append(Transformer(mc(k, dropout=0.0)).to(dev))
+        alone_models = [copy.deepcopy(m) for m in inits]
+        together_models = [copy.deepcopy(m) for m in inits]
+        alone_h, together_h = [], []
+        alone_s = _timed(lambda: alone_h.extend(train(m, sub, sub, c, dev, progress=False)
+                                                for m, c in zip(alone_models, stack_cfgs)))
+        together_s = _timed(lambda: together_h.extend(train_together(together_models, sub, sub, stack_cfgs, dev)))
+        steps = sum(1 for _ in sub.batches(1024, shuffle=False, seed=0, device="cpu"))
+        raw[f"three_seeds_k{k}_one_by_one_s"], raw[f"three_seeds_k{k}_together_s"] = alone_s, together_s
+        raw[f"stacked_step_per_model_k{k}_ms"] = 1000 * together_s / steps / 3
+        raw[f"single_step_k{k}_ms"] = 1000 * alone_s / steps / 3
+        raw[f"three_seeds_k{k}_max_valid_rel_diff"] = max(abs(a.best_valid - b.best_valid) / a.best_valid
+                                                          for a, b in zip(alone_h, together_h))
+        ratios[f"three_seeds_k{k}_together_speedup_over_one_by_one"] = alone_s / together_s
 
     # f. widget interactions: seconds per re-render of each kind of live view, at the lab
     # profile's toy model size (untrained, so every hypothesis runs to the length cap: the slow case)

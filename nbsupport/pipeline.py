@@ -177,16 +177,66 @@ def train_in_parallel(task: Task, jobs: list[dict], device) -> list[str]:
     ``task``, ``device`` and ``progress``) that are not cached yet, several at once on a CPU (one
     process per core: the runner the harness installs, :func:`train_several`), into the cache, so that the
     notebook's own ``train_model`` calls then load them. In the order given (put the costliest
-    first). On a GPU or with one worker nothing happens here. Returns the names trained."""
+    first). On a GPU the seeds of one model train together (:func:`train_seeds_together`), the
+    others when first asked for. Returns the names trained."""
     return train_many_in_parallel([(task, job) for job in jobs], device)
 
 
 def train_many_in_parallel(jobs: list[tuple[Task, dict]], device) -> list[str]:
-    """:func:`train_in_parallel` for models of several tasks: ``jobs`` is a list of (task, job)."""
+    """:func:`train_in_parallel` for models of several tasks: ``jobs`` is a list of (task, job).
+    Where stacking pays (:data:`STACK_SEEDS`), the seeds of one model train together first."""
     todo = [(task, job) for task, job in jobs if not is_cached(task, **job)]
+    stacked = train_seeds_together(todo, device) if STACK_SEEDS.get(torch.device(device).type) else []
+    todo = [(task, job) for task, job in todo if job["name"] not in stacked or not is_cached(task, **job)]
     if not train_several(_train_in_worker, todo, device, "models"):
-        return []
-    return [job["name"] for _, job in todo]
+        return stacked
+    return stacked + [job["name"] for _, job in todo]
+
+
+# Train the seeds of one model as one stacked model (nbsupport.batched) on these devices: on a GPU a
+# toy step is bound by kernel launches, which stacking shares; on the 2-core CPU one model per core in
+# worker processes is as fast (benchmarks/README.md, "Many models at once").
+STACK_SEEDS = {"cuda": True, "cpu": False}
+
+
+def train_seeds_together(jobs: list[tuple[Task, dict]], device) -> list[str]:
+    """Train the uncached jobs that differ only in their seed (same task, name, sizes and training;
+    a family :mod:`nbsupport.batched` stacks) as one stacked model, and cache each under its own key,
+    exactly as :func:`train_model` would. Returns the names of the models trained."""
+    from .batched import stackable, train_together
+    groups: dict = {}
+    for task, job in jobs:
+        if job.get("options") is None:
+            rest = {k: v for k, v in job.items() if k != "seed"}
+            groups.setdefault((id(task), repr(sorted(rest.items()))), []).append((task, job))
+    trained = []
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        task, job = group[0]
+        configs = [model_and_training_config(task, j.get("n_latent", 1), j.get("seed", 0), j.get("model_overrides"),
+                                             j.get("training_overrides")) for _, j in group]
+        models = []
+        for mc, tc in configs:
+            seed_everything(tc.seed)                       # the initial weights train_model would start from
+            models.append(registry.build(mc))
+        cfgs = [tc for _, tc in configs]
+        if not stackable(models, cfgs):
+            continue
+        name = f"{task.name}-{job['name']}"
+        for model, tc in zip(models, cfgs):
+            for on_model in CALLBACKS.on_model:
+                on_model(name, model, tc, task.train, task.valid)
+        with contextlib.ExitStack() as watched:
+            for context in CALLBACKS.training:
+                watched.enter_context(context())
+            histories = train_together(models, task.train, task.valid, cfgs, device,
+                                       watchers=lambda i: [LatentUsage(models[i].config.n_latent, task.train.labels)])
+        for model, history, (mc, tc) in zip(models, histories, configs):
+            key, _ = model_key_and_path(name, mc, tc, task.key)
+            cached_model(name, key, lambda: model, lambda partial, m=model, h=history: (m, h))
+        trained += [j["name"] for _, j in group]
+    return trained
 
 
 def model_and_training_config(task: Task, n_latent: int = 1, seed: int = 0, model_overrides: dict | None = None,

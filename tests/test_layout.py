@@ -9,7 +9,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "nbsupport"
 # data, models, training loop, decoding, search, losses, metrics, kernels, and what they stand on
 ENGINE = ("data", "models", "kernels", "train", "decode", "strategies", "translation", "search", "losses", "metrics", "ibm", "cache",
-          "registry", "runtime", "paths", "pipeline", "stats", "speed", "results", "_version")
+          "registry", "runtime", "paths", "pipeline", "batched", "stats", "speed", "results", "_version")
 SETTINGS = ("profiles",)
 VIEWS = ("views",)                       # tables, plots, widgets and the live render functions
 LESSONS = ("lessons", "claims")          # what the notebooks teach and test with: the lesson helpers, the claims

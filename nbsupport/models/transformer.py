@@ -224,7 +224,11 @@ class Transformer(nn.Module, Family):
             return
         if z.shape != (batch,):
             raise ValueError(f"z must have shape ({batch},), got {tuple(z.shape)}")
-        if bool(((z < 0) | (z >= k)).any()):
+        try:
+            out_of_range = bool(((z < 0) | (z >= k)).any())
+        except RuntimeError:          # under vmap (nbsupport.batched): z is the E-step's argmin, in range
+            return
+        if out_of_range:
             raise ValueError(f"latent index out of range: z must be in 0..{k - 1}, got {z.tolist()}")
 
     def embed_target(self, tgt_in: torch.Tensor, z: torch.Tensor | None, start: int = 0) -> torch.Tensor:
