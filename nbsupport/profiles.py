@@ -8,9 +8,124 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 PROFILE_NAMES = ("ci", "lab", "full")
+
+
+class Settings:
+    """A lesson's block of a profile: typed fields (a misspelt setting is an error where the
+    profile is written), read as attributes (``cfg.mixture.test_sentences``) or, as before, like a
+    dict (``cfg.mixture["test_sentences"]``, ``.get``, ``**``); an optional setting left at None is absent."""
+
+    def keys(self):
+        """Every setting but the optional ones (None by default) left at None."""
+        return [f.name for f in fields(self) if not (f.default is None and getattr(self, f.name) is None)]
+
+    def __getitem__(self, name: str):
+        if name not in self.keys():
+            valid = ", ".join(f.name for f in fields(self))
+            raise KeyError(f"{type(self).__name__} has no setting {name!r}; its settings: {valid}")
+        return getattr(self, name)
+
+    def get(self, name: str, default=None):
+        return getattr(self, name, None) if getattr(self, name, None) is not None else default
+
+    def __contains__(self, name) -> bool:
+        return name in self.keys()
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def items(self):
+        return [(k, getattr(self, k)) for k in self.keys()]
+
+    def replace(self, **changes):
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class CurseSettings(Settings):
+    """Lesson 06: the toy's size and training, the beams swept, exact search's sentences and budget."""
+    n_train: int
+    epochs: int
+    sentences: int
+    beams: tuple
+    exact_sentences: int
+    exact_budget: int
+    exact_max_src: int
+    exact_batch: int
+    speed_sentences: int
+
+
+@dataclass(frozen=True)
+class MultiSourceSettings(Settings):
+    """Lesson 01: the trilingual toy's size, the LSTM's sizes and training, the harder variant, the Bible's."""
+    toy_train: int
+    toy_model: dict
+    toy_training: dict
+    hard: dict
+    bible_model: dict | None = None
+    bible_training: dict | None = None
+
+
+@dataclass(frozen=True)
+class IBMSettings(Settings):
+    """Lesson 07: IBM-3 training, the temperatures, the NMT models trained on the samples, exact search."""
+    toy_train: int
+    nmt_train: int | None
+    iterations: int
+    test_refs: int
+    gammas: tuple
+    model: dict
+    training: dict
+    sentences: int
+    exact_sentences: int
+    exact_max_words: int
+    exact_budget: int
+    exact_batch: int
+    exact_seed_beams: tuple
+
+
+@dataclass(frozen=True)
+class MixtureSettings(Settings):
+    """Lessons 03-04: the mixtures' toy, training, test sizes, seeds and dropout rates."""
+    styles: int
+    toy_train: int
+    training: dict
+    test_sentences: int
+    seeds: tuple
+    dropouts: tuple
+    flip_sentences: int
+    table1_losses: tuple
+    model: dict | None = None
+
+
+@dataclass(frozen=True)
+class CompareSettings(Settings):
+    """Lesson 08: the toy, its model and training, the K swept, seeds, test and dev sizes, the methods."""
+    styles: int
+    toy_train: int
+    training: dict
+    ks: tuple
+    seeds: tuple
+    test_sentences: int
+    dev_sentences: int
+    model: dict | None = None
+    methods: tuple | None = None
+    bible_ks: tuple | None = None
+    bible_seeds: tuple | None = None
+
+
+@dataclass(frozen=True)
+class ReproductionSettings(Settings):
+    """The reproductions: model seeds behind every claim, and each paper's settings."""
+    seeds: int
+    seed_paper: dict
+    zoph_knight: dict
+    shen: dict
+    scones: dict
+    lachaux: dict
 
 
 @dataclass(frozen=True)
@@ -29,14 +144,14 @@ class Profile:
     bible_training: dict = field(default_factory=dict)
     bible_train: int | None = None                    # training verses (None: all)
     bible_dev: int | None = None                      # dev (validation) verses (None: all 243)
-    curse: dict = field(default_factory=dict)         # notebook 06: sentences, beams, exact-search budget
-    multi_source: dict = field(default_factory=dict)  # notebook 01: LSTM sizes and training, toy and Bible
-    ibm: dict = field(default_factory=dict)           # notebook 07: IBM-3 training, temperatures, NMT runs
-    mixture: dict = field(default_factory=dict)       # notebooks 03-04: mixture runs (toy size, epochs, seeds)
-    compare: dict = field(default_factory=dict)       # notebook 08: methods, K sweep, seeds, toy model, the Bible's K
+    curse: CurseSettings | None = None                # notebook 06: sentences, beams, exact-search budget
+    multi_source: MultiSourceSettings | None = None   # notebook 01: LSTM sizes and training, toy and Bible
+    ibm: IBMSettings | None = None                    # notebook 07: IBM-3 training, temperatures, NMT runs
+    mixture: MixtureSettings | None = None            # notebooks 03-04: mixture runs (toy size, epochs, seeds)
+    compare: CompareSettings | None = None            # notebook 08: methods, K sweep, seeds, toy model, the Bible's K
     max_steps: int | None = None                      # every training run stops after this many steps (smoke runs)
     # the reproduction notebooks (notebooks/reproductions/): model seeds per claim, and each paper's settings
-    reproduction: dict = field(default_factory=dict)
+    reproduction: ReproductionSettings | None = None
 
     def bible_limits(self) -> dict:
         """The Bible splits' sizes as :func:`nbsupport.data.bible.corpus` takes them."""
@@ -54,14 +169,14 @@ _TOY_LAB_TRAINING = dict(epochs=5, max_tokens=1024, lr=1e-3, warmup=400)
 # `hard`: notebook 01's variant that does not saturate (a tenth of the triples, optional phrases), trained in
 # smaller batches for more epochs, until the validation NLL flattens (and at `full`, to compare, in the main
 # batches: a quarter of the steps, still learning); a larger test set for tighter intervals.
-_MULTI_SOURCE_LAB = dict(toy_train=20000, toy_model=dict(d_model=128, layers=1, dropout=0.2, window=10),
+_MULTI_SOURCE_LAB = MultiSourceSettings(toy_train=20000, toy_model=dict(d_model=128, layers=1, dropout=0.2, window=10),
                          toy_training=dict(epochs=8, max_tokens=1024, lr=3e-3, warmup=200),
                          hard=dict(toy_train=2000, epochs=24, max_tokens=256, test=500, ambiguity="low"))
 # Notebooks 03-04 (mixtures, K = S = 3 as Shen et al.): many short runs on a smaller toy, each until its
 # validation NLL falls by under 2% in an epoch (converged) or for at most `epochs`: at lab 8 (benchmarks/README.md
 # has the curve that set it); `full` (a GPU)
 # trains up to 30. At lab the papers' dropout 0.1 only; `full` adds 0.2, 0.3 and 0.5.
-_MIXTURE_LAB = dict(styles=3, toy_train=4000, training=dict(epochs=8, lr=2e-3, warmup=100, converged_below=0.02),
+_MIXTURE_LAB = MixtureSettings(styles=3, toy_train=4000, training=dict(epochs=8, lr=2e-3, warmup=100, converged_below=0.02),
                     test_sentences=100, seeds=(0,), dropouts=(0.1,), flip_sentences=256,
                     table1_losses=("sMlp", "sMup", "hMlp", "hMup"))
 
@@ -71,7 +186,7 @@ _MIXTURE_LAB = dict(styles=3, toy_train=4000, training=dict(epochs=8, lr=2e-3, w
 # notebook 08's smaller toy model at its learning rate reaches that in the budget, 06's did not;
 # exact search (prefixes expanded 64 per model call, seeded by greedy and beam 4) on the beam sentences: the
 # converged models' searches end proven within a few thousand prefixes even at gamma 1 (words <= 9: every toy source).
-_IBM_LAB = dict(toy_train=20000, nmt_train=5000, iterations=5, test_refs=4, gammas=(0.1, 0.3, 1.0),
+_IBM_LAB = IBMSettings(toy_train=20000, nmt_train=5000, iterations=5, test_refs=4, gammas=(0.1, 0.3, 1.0),
                 model=dict(d_model=64, d_ff=256, enc_layers=1, dec_layers=1),
                 training=dict(epochs=40, lr=3e-3, warmup=100, converged_below=0.01, patience=2),
                 sentences=100, exact_sentences=100, exact_max_words=9, exact_budget=20000, exact_batch=64,
@@ -82,7 +197,7 @@ _IBM_LAB = dict(toy_train=20000, nmt_train=5000, iterations=5, test_refs=4, gamm
 # sMup (the costliest model) is left out: it collapses (D2) in notebook 04 (in Shen et al.'s Table 1
 # it is healthy with M-step-only dropout), so hMlp is "the best of the other mixture variants";
 # `full` runs every method.
-_COMPARE_LAB = dict(styles=4, toy_train=4000, model=dict(d_model=64, d_ff=256, enc_layers=1, dec_layers=1),
+_COMPARE_LAB = CompareSettings(styles=4, toy_train=4000, model=dict(d_model=64, d_ff=256, enc_layers=1, dec_layers=1),
                     training=dict(epochs=6, lr=3e-3, warmup=100), ks=(2, 4, 8), seeds=(0,), test_sentences=100,
                     dev_sentences=50, methods=("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "hMlp",
                                                "vnmt", "target_conditioning"))
@@ -119,7 +234,7 @@ _SCONES_LAB = dict(toy=dict(n_train=15000, model=dict(d_model=64, d_ff=256, enc_
 # 15-25 epochs of about 1 s; the attention ones reached a single such epoch after 13-19 epochs of 2-6 s (two at a
 # time on the 2-core machine).
 _ZOPH_KNIGHT_LAB = dict(epochs=40, patience=2)
-_REPRODUCTION_LAB = dict(seeds=3, seed_paper=dict(ks=(4, 8), test_sentences=200, dev_sentences=50,
+_REPRODUCTION_LAB = ReproductionSettings(seeds=3, seed_paper=dict(ks=(4, 8), test_sentences=200, dev_sentences=50,
                                                   training=dict(epochs=40, converged_below=0.02, patience=2)), zoph_knight=_ZOPH_KNIGHT_LAB, shen=_SHEN_LAB, scones=_SCONES_LAB, lachaux=_LACHAUX_LAB)
 
 PROFILES = {
@@ -129,20 +244,20 @@ PROFILES = {
                   toy_training=dict(epochs=8, max_tokens=1024, lr=2e-3, warmup=50),
                   bible_model=dict(d_model=64, n_heads=4, d_ff=128, enc_layers=1, dec_layers=1, dropout=0.1),
                   bible_training=dict(epochs=1, max_tokens=2048, lr=2e-3, warmup=50),
-                  curse=dict(n_train=2000, epochs=8, sentences=20, beams=(1, 2, 4, 8), exact_sentences=4,
+                  curse=CurseSettings(n_train=2000, epochs=8, sentences=20, beams=(1, 2, 4, 8), exact_sentences=4,
                              exact_budget=200, exact_max_src=7, exact_batch=32, speed_sentences=16),
-                  multi_source=dict(toy_train=2000, toy_model=dict(d_model=64, layers=1, dropout=0.1, window=10),
+                  multi_source=MultiSourceSettings(toy_train=2000, toy_model=dict(d_model=64, layers=1, dropout=0.1, window=10),
                                     toy_training=dict(epochs=6, max_tokens=1024, lr=3e-3, warmup=50),
                                     hard=dict(toy_train=300, epochs=2, max_tokens=256, test=50, ambiguity="low")),
-                  ibm=dict(toy_train=2000, nmt_train=2000, iterations=3, test_refs=4, gammas=(0.1, 1.0),
+                  ibm=IBMSettings(toy_train=2000, nmt_train=2000, iterations=3, test_refs=4, gammas=(0.1, 1.0),
                            model={}, training=dict(epochs=8, converged_below=0.01, patience=2), sentences=20, exact_sentences=4,
                            exact_max_words=6, exact_budget=200, exact_batch=32, exact_seed_beams=(1, 4)),
-                  mixture=dict(styles=3, toy_train=1000, training=dict(epochs=2, warmup=20, converged_below=0.02),
+                  mixture=MixtureSettings(styles=3, toy_train=1000, training=dict(epochs=2, warmup=20, converged_below=0.02),
                                test_sentences=30, seeds=(0,),
                                dropouts=(0.1,), flip_sentences=64, table1_losses=("hMup",)),
-                  compare=dict(styles=4, toy_train=1000, training=dict(epochs=2, warmup=20), ks=(2, 4), seeds=(0,),
+                  compare=CompareSettings(styles=4, toy_train=1000, training=dict(epochs=2, warmup=20), ks=(2, 4), seeds=(0,),
                                test_sentences=20, dev_sentences=10),
-                  reproduction=dict(seeds=2, seed_paper=dict(ks=(4, 8), test_sentences=20, dev_sentences=10,
+                  reproduction=ReproductionSettings(seeds=2, seed_paper=dict(ks=(4, 8), test_sentences=20, dev_sentences=10,
                                                                   training=dict(epochs=4, converged_below=0.02)), zoph_knight=dict(epochs=3, patience=2), shen=dict(epochs=3), scones=dict(
                                         toy=dict(n_train=2000, model={}, training=dict(epochs=6, converged_below=0.02),
                                                  alphas=(0.2, 1.0), beams=(1, 4, 8), sentences=20, exact_max_src=6,
@@ -156,7 +271,7 @@ PROFILES = {
                    toy_model=_TOY_LAB_MODEL, toy_training=_TOY_LAB_TRAINING,
                    # 8 models (softmax + SCONES x 3 alphas, two ambiguity levels) at ~32 s each
                    # exact search on short sources (at most 6 words), best first, 64 prefixes per model call
-                   curse=dict(n_train=15000, epochs=3, sentences=100, beams=(1, 2, 4, 8, 16, 32, 64),
+                   curse=CurseSettings(n_train=15000, epochs=3, sentences=100, beams=(1, 2, 4, 8, 16, 32, 64),
                               exact_sentences=20, exact_budget=20000, exact_max_src=6, exact_batch=64, speed_sentences=64),
                    multi_source=_MULTI_SOURCE_LAB,
                    ibm=_IBM_LAB,
@@ -171,19 +286,19 @@ PROFILES = {
                                      dropout=0.1, max_len=320),
                     bible_training=dict(epochs=8, max_tokens=12000, lr=7e-4, warmup=1000,
                                         label_smoothing=0.1),
-                    curse=dict(n_train=15000, epochs=3, sentences=200, beams=(1, 2, 4, 8, 16, 32, 64, 128),
+                    curse=CurseSettings(n_train=15000, epochs=3, sentences=200, beams=(1, 2, 4, 8, 16, 32, 64, 128),
                                exact_sentences=50, exact_budget=5000, exact_max_src=6, exact_batch=64, speed_sentences=200),
                     # the Bible: 4-layer encoders/decoder as in the paper, narrower (not yet timed on a GPU)
-                    multi_source=dict(_MULTI_SOURCE_LAB, hard=dict(_MULTI_SOURCE_LAB["hard"], few_steps_max_tokens=1024),
+                    multi_source=_MULTI_SOURCE_LAB.replace(hard=dict(_MULTI_SOURCE_LAB["hard"], few_steps_max_tokens=1024),
                                       bible_model=dict(d_model=512, layers=4, dropout=0.3, window=10, max_len=320,
                                                        init_range=0.08),
                                       bible_training=dict(epochs=6, max_tokens=8000, lr=1e-3, warmup=1000)),
-                    ibm=dict(_IBM_LAB, nmt_train=None, gammas=(0.1, 0.2, 0.3, 0.5, 0.7, 1.0), sentences=200, exact_sentences=50,
+                    ibm=_IBM_LAB.replace(nmt_train=None, gammas=(0.1, 0.2, 0.3, 0.5, 0.7, 1.0), sentences=200, exact_sentences=50,
                              exact_budget=5000),
-                    mixture=dict(_MIXTURE_LAB, seeds=(0, 1, 2), dropouts=(0.1, 0.2, 0.3, 0.5),
+                    mixture=_MIXTURE_LAB.replace(seeds=(0, 1, 2), dropouts=(0.1, 0.2, 0.3, 0.5),
                                  training=dict(_MIXTURE_LAB["training"], epochs=30)),
                     # the Bible at K = 4 (its four references), one seed: six models, three shared with 02 and 05
-                    compare=dict(_COMPARE_LAB, methods=None, seeds=(0, 1, 2), bible_ks=(4,), bible_seeds=(0,)),
+                    compare=_COMPARE_LAB.replace(methods=None, seeds=(0, 1, 2), bible_ks=(4,), bible_seeds=(0,)),
                     reproduction=_REPRODUCTION_LAB),
 }
 

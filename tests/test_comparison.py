@@ -1,5 +1,6 @@
 """Notebook 08's comparison: the spread-aware ranking, the dev-set tuning and the
 live method view, against values computed by hand."""
+import dataclasses
 import math
 
 import numpy as np
@@ -73,9 +74,10 @@ def test_the_profiles_methods_and_toy_model(monkeypatch):
     t = cmp.task(lab)
     assert {k: t.model_sizes[k] for k in lab.compare["model"]} == lab.compare["model"] != {k: lab.toy_model[k] for k in lab.compare["model"]}
     assert t.training["epochs"] == lab.compare["training"]["epochs"]
-    monkeypatch.setitem(lab.compare, "methods", ("beam", "smup"))
     with pytest.raises(ValueError, match="'smup'.*valid: sampling, topk"):
-        cmp.methods(lab)
+        cmp.methods(dataclasses.replace(lab, compare=lab.compare.replace(methods=("beam", "smup"))))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'method'"):
+        lab.compare.replace(method=("beam",))                  # a misspelt setting fails where it is written
 
 
 def test_method_view_decodes_live_and_names_bad_input():

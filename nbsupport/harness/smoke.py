@@ -97,12 +97,12 @@ def _cap(n: int | None, default: int | None = None) -> int:
 def smoke_profile(p):
     """``p`` with every evaluation size divided by SMOKE_SCALE (the one place the smoke caps
     are defined). Training data, vocabularies, model sizes and beam sizes are unchanged."""
-    curse = {**p.curse, **{k: _cap(p.curse[k]) for k in ("sentences", "exact_sentences", "exact_budget",
-                                                          "speed_sentences") if k in p.curse}}
-    ibm = {**p.ibm, **{k: _cap(p.ibm[k]) for k in ("sentences", "exact_sentences", "exact_budget") if k in p.ibm},
-           "nmt_train": min(p.ibm.get("nmt_train") or SMOKE_IBM_NMT_TRAIN, SMOKE_IBM_NMT_TRAIN)} if p.ibm else p.ibm
-    mixture = {**p.mixture, **{k: _cap(p.mixture[k]) for k in ("test_sentences", "flip_sentences") if k in p.mixture}}
-    compare = {**p.compare, **{k: _cap(p.compare[k]) for k in ("test_sentences", "dev_sentences") if k in p.compare}}
+    capped = lambda block, names: block.replace(**{k: _cap(block[k]) for k in names if k in block})
+    curse = capped(p.curse, ("sentences", "exact_sentences", "exact_budget", "speed_sentences"))
+    ibm = capped(p.ibm, ("sentences", "exact_sentences", "exact_budget")).replace(
+        nmt_train=min(p.ibm.get("nmt_train") or SMOKE_IBM_NMT_TRAIN, SMOKE_IBM_NMT_TRAIN))
+    mixture = capped(p.mixture, ("test_sentences", "flip_sentences"))
+    compare = capped(p.compare, ("test_sentences", "dev_sentences"))
     return replace(p, toy_test=_cap(p.toy_test), bible_test=_cap(p.bible_test, BIBLE_TEST_VERSES),
                    bible_dev=_cap(p.bible_dev, BIBLE_DEV_VERSES),
                    curse=curse, ibm=ibm, mixture=mixture, compare=compare)
@@ -113,8 +113,8 @@ def capped_profile(p, max_steps: int):
     settings' ``max_steps``, which also enters each model's cache key) and every IBM model trained
     for at most :data:`SMOKE_IBM_ITERATIONS` EM iterations."""
     cap = lambda training: {**training, "max_steps": max_steps}
-    multi = {**p.multi_source, **{k: cap(v) for k, v in p.multi_source.items() if k.endswith("training")}}
-    ibm = {**p.ibm, "iterations": min(p.ibm["iterations"], SMOKE_IBM_ITERATIONS)} if p.ibm else p.ibm
+    multi = p.multi_source.replace(**{k: cap(v) for k, v in p.multi_source.items() if k.endswith("training")})
+    ibm = p.ibm.replace(iterations=min(p.ibm["iterations"], SMOKE_IBM_ITERATIONS))
     return replace(p, max_steps=max_steps, toy_training=cap(p.toy_training), bible_training=cap(p.bible_training),
                    multi_source=multi, ibm=ibm)
 
