@@ -417,23 +417,29 @@ def generate(stepper, search: Search, batch: int, limits: Sequence[int], generat
                 kth_best[b, g] = done[width - 1] if len(done) >= width else float("-inf")
 
         # the others fill the slots in order; a slot left empty repeats its group's first row
-        slot = torch.where(keeps, slot, width)                          # width: a discarded candidate
-        new_live = torch.full((batch, groups, width + 1), float("-inf"), device=dev, dtype=torch.float64)
-        new_live.scatter_(-1, slot, torch.where(keeps, cand.scores, float("-inf")))
-        new_rows = first_row.expand(-1, -1, width + 1).clone().scatter_(-1, slot, src_rows)
-        new_tokens = torch.full_like(new_rows, PAD).scatter_(-1, slot, cand.tokens)
-        new_step = torch.zeros_like(new_live).scatter_(-1, slot, step_scores.to(torch.float64))
-        new_paid = torch.zeros_like(new_live)
-        if charged is not None:
-            new_paid.scatter_(-1, slot, charged)
-        new_live, new_rows, new_tokens, new_step, new_paid = (x[..., :width] for x in
-                                                              (new_live, new_rows, new_tokens, new_step, new_paid))
+        if width == 1 and not search.reorders:                          # one row, one candidate: no slots to fill
+            new_live = torch.where(keeps, cand.scores, float("-inf"))
+            new_rows, new_tokens = first_row, torch.where(keeps, cand.tokens, PAD)
+            new_step = torch.where(keeps, step_scores.to(torch.float64), 0.0)
+            new_paid = paid
+        else:
+            slot = torch.where(keeps, slot, width)                      # width: a discarded candidate
+            new_live = torch.full((batch, groups, width + 1), float("-inf"), device=dev, dtype=torch.float64)
+            new_live.scatter_(-1, slot, torch.where(keeps, cand.scores, float("-inf")))
+            new_rows = first_row.expand(-1, -1, width + 1).clone().scatter_(-1, slot, src_rows)
+            new_tokens = torch.full_like(new_rows, PAD).scatter_(-1, slot, cand.tokens)
+            new_step = torch.zeros_like(new_live).scatter_(-1, slot, step_scores.to(torch.float64))
+            new_paid = torch.zeros_like(new_live)
+            if charged is not None:
+                new_paid.scatter_(-1, slot, charged)
+            new_live, new_rows, new_tokens, new_step, new_paid = (x[..., :width] for x in
+                                                                  (new_live, new_rows, new_tokens, new_step, new_paid))
 
         # a group stops when nothing is left, or when none of its live hypotheses can beat its
         # `width`-th best finished one (with length normalisation: once it holds `width`)
         kept = keeps.sum(-1)
         enough = kth_best > float("-inf")
-        beaten = new_live.max(-1).values <= kth_best
+        beaten = new_live.amax(-1) <= kth_best         # amax: max(dim) with indices is slow on a CPU
         closed = closed | (kept == 0) | (enough & (beaten | search.length_norm))
         if bool(closed.all()):
             break
