@@ -320,7 +320,7 @@ def index_page(lessons: list[Lesson], profile: str, reproductions: list[Lesson] 
             "[reproduction records](records.md) list every claim, per seed and pooled.\n\n"
             "| notebook | run | machine |\n| --- | --- | --- |\n" + runs + "\n\n"
             "```{toctree}\n:caption: Lessons\n:maxdepth: 1\n:hidden:\n\n"
-            + "\n".join(f"{LESSON_DIR}/{l.stem}" for l in lessons) + "\n```\n\n"
+            + "\n".join(f"{LESSON_DIR}/{l.stem}" for l in lessons) + f"\n{LESSON_DIR}/glossary\n```\n\n"
             "```{toctree}\n:caption: Papers\n:maxdepth: 1\n:hidden:\n\n"
             + "\n".join(f"{PAPER_DIR}/{p.slug}" for p in PAPERS) + "\n```\n\n"
             + ("```{toctree}\n:caption: Reproductions\n:maxdepth: 1\n:hidden:\n\n"
@@ -439,6 +439,8 @@ def write_sources(lessons: list[Lesson], src: Path, profile: str, reproductions:
         (src / folder / page.executed.name).write_text(
             json.dumps(lesson_page(page), indent=1, ensure_ascii=False), encoding="utf-8")
     (src / "index.md").write_text(index_page(lessons, profile, reproductions), encoding="utf-8")
+    # the lessons link to it as glossary.md, beside them both in notebooks/ and in the book
+    shutil.copyfile(ROOT / "notebooks" / "glossary.md", src / LESSON_DIR / "glossary.md")
     for paper in PAPERS:
         (src / PAPER_DIR / f"{paper.slug}.md").write_text(paper_page(paper, lessons, reproductions), encoding="utf-8")
     (src / "records.md").write_text(records_page(list(reproductions)), encoding="utf-8")
