@@ -1,7 +1,7 @@
 """Solutions of notebook 07's exercises (nbs.exercises.solution("07_ibm3_synthetic_ambiguity", N) prints one)."""
 
 # %% exercise 1
-ids, p = options[word]                              # section 1: the English word ids and t(e | word)
+ids, p = options[word]                              # section 2: the English word ids and t(e | word)
 gammas_1 = sorted({*gs, 1.0, 1.5})
 entropy = lambda q: -sum(x * np.log(x) for x in q if x > 0)          # H in nats
 choices = {g: float(np.exp(entropy(temper(p, g)))) for g in gammas_1}
