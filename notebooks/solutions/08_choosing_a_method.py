@@ -1,7 +1,7 @@
 """Solutions of notebook 08's exercises (nbs.exercises.solution("08_choosing_a_method", N) prints one)."""
 
 # %% exercise 1
-human_pw = nbs.metrics.pairwise_bleu([source_refs])
+human_pw = pairwise([source_refs])
 human_mr = sum(nbs.metrics.corpus_bleu([source_refs[m]], [[r for j, r in enumerate(source_refs) if j != m]])
                for m in range(S)) / S
 
@@ -9,6 +9,6 @@ human_mr = sum(nbs.metrics.corpus_bleu([source_refs[m]], [[r for j, r in enumera
 by_coverage = sorted(METHODS, key=lambda n: rows[n, K_EX]["coverage"], reverse=True)
 
 # %% exercise 3
-LATENT = "hard_moe"
-sets = hyps[LATENT, k_big, SEEDS[0]]
+MODEL, k_big = "hard_moe", max(KS)
+sets = hyps[MODEL, k_big]
 repeated = sum(len(set(hs)) < k_big for hs in sets) / len(sets)
