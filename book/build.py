@@ -293,6 +293,11 @@ def lesson_page(lesson: Lesson) -> dict:
                  "holds now: run the notebook again to see the current one.\n:::\n")
     at = next((i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"), -1) + 1
     nb["cells"].insert(at, md_cell(note, "book-run-note"))
+    if not repro:          # a lesson's link to a reproduction: beside the lessons in notebooks/, a folder over in the book
+        for c in nb["cells"]:
+            if c["cell_type"] == "markdown":
+                text = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                c["source"] = text.replace(f"]({REPRO_DIR}/", f"](../{REPRO_DIR}/")
     return nb
 
 
