@@ -173,7 +173,6 @@ EXPECTED = {
         20 < r["toy"]["strong"]["none"]["pairwise_bleu"] < 45,
         r["toy"]["subtle"]["none"]["pairwise_bleu"] > 45,
         r["toy"]["strong"]["high"]["entropy_nats"] >= 10,
-        r["spm"]["en"]["unk rate %"] < 1,
         # every scenario's estimate inside its interval; the human point's too; D's gap above the human point
         *(iv["ci_low"] - 1e-9 <= r["fig1"][s]["ref_coverage" if m == "coverage" else m] <= iv["ci_high"] + 1e-9
           for s, ivs in r["fig1_intervals"].items() for m, iv in ivs.items()),
@@ -210,10 +209,8 @@ EXPECTED = {
         *(0 <= r[level][m]["exact"]["proven_fraction"] <= 1 and len(r[level][m]["exact"]["proven"]) == 4
           and r[level][m]["exact"]["proven_fraction"] == sum(r[level][m]["exact"]["proven"]) / 4
           for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
-        r["speed"]["scones_greedy_sent_s"] > 0 and r["speed"]["softmax_beam4_sent_s"] > 0,
-        # Table 5: alpha chosen by greedy dev BLEU among the trained SCONES models, per level
-        *(r["alpha_on_dev"][l]["chosen"] in SCONES_MODELS[1:] and r["alpha_on_dev"][l]["dev_greedy_bleu"][r["alpha_on_dev"][l]["chosen"]]
-          == max(r["alpha_on_dev"][l]["dev_greedy_bleu"].values()) for l in ("low", "high")),
+        # speed and alpha on the dev set (Tables 3, 5) are the reproduction's (scones), not measured here
+        "speed" not in r and "alpha_on_dev" not in r,
         # Fig. 6 pairs the best and the empty translation on the same 4 sentences; the best is at
         # least the best beam output (the seed) and at least the empty translation, sentence by sentence
         *(len(r[level][m]["exact_scores"]) == len(r[level][m]["seed_scores"]) == len(r[level][m]["empty_scores"]) == 4
@@ -235,11 +232,9 @@ EXPECTED = {
         all(v > 0 for d in r["speed"].values() for v in d.values()),
         # Hard-MoE decodes the batch K times in its E-step: K=10 cannot be faster than K=3
         r["speed"]["hard_moe"]["10"] < r["speed"]["hard_moe"]["3"],
-        1 <= r["ablation"]["lambda0"]["domains_used"] <= 4,
-        # Fig. 5: greedy and beams 3/5/10 per domain; Table 1's diverse-beam row
-        set(r["fig5"]) == {"1", "3", "5", "10"} and all(0 <= v["mbleu"] <= 100 + 1e-6 for v in r["fig5"].values()),
+        # Table 1's diverse-beam row
         0 <= r["toy"]["diverse_beam"]["pairwise_bleu"] <= 100 + 1e-6,
-        0 <= r["ablation"]["source_input"]["pairwise_bleu"] <= 100 + 1e-6,
+        "ablation" not in r and "fig5" not in r,      # the ablations and Fig. 5 are reproductions/lachaux.ipynb's
     ],
     "01_multi_source": lambda r: [
         r["profile"] == "ci",
@@ -250,11 +245,13 @@ EXPECTED = {
         *(0 <= v <= 1 for s in MULTI_SOURCE_SYSTEMS for v in r["toy"][s]["noun_accuracy"].values()),
         # the generator's perplexity floors: both sources decide every noun; a closer source decides half of them
         r["toy"]["fr+de.basic"]["ppl_floor"] == 1.0 and r["toy"]["fr"]["ppl_floor"] > r["toy"]["fr+close.basic"]["ppl_floor"] > 1,
-        # the harder variant: five systems, optional phrases keep every floor above 1, estimates inside their intervals
-        set(r["hard"]) == {"setting", "differences", *MULTI_SOURCE_HARD},
-        *(r["hard"][s]["ppl_floor"] > 1 and r["hard"][s]["intervals"]["bleu"]["ci_low"] - 1e-9 <= r["hard"][s]["bleu"]
-          <= r["hard"][s]["intervals"]["bleu"]["ci_high"] + 1e-9 for s in MULTI_SOURCE_HARD),
-        {k: r["attention_diagnosis"]["paper_settings"][k] for k in ("dropout", "init_range")} == {"dropout": 0.3, "init_range": 0.08},
+        # every merged-noun share inside its interval (the figure's bars)
+        *(r["toy"][s]["intervals"]["merged nouns"]["ci_low"] - 1e-9 <= r["toy"][s]["noun_accuracy"]["merged nouns"]
+          <= r["toy"][s]["intervals"]["merged nouns"]["ci_high"] + 1e-9 for s in MULTI_SOURCE_SYSTEMS),
+        # Figure 5's measure: per source, shares of the output nouns' attention (on the word, on </s>) that add to at most 1
+        set(r["attention"]) <= {"fr", "de"} and all(0 <= a["on_word"] and 0 <= a["on_eos"] and a["on_word"] + a["on_eos"] <= 1 + 1e-6
+                                                    for a in r["attention"].values()),
+        "claims" not in r and "sanity" not in r and "hard" not in r,   # the claims and the harder variant are the reproduction's
     ],
     "07_ibm3_synthetic_ambiguity": lambda r: [
         r["profile"] == "ci",
@@ -270,10 +267,8 @@ EXPECTED = {
         r["exact_search"]["proven_everywhere"] == 0 or all(f"{m}.exact_rel" in r[g] and f"{m}.exact_log2_states" in r[g]
                                                             for g in ("0.1", "1.0") for m in ("softmax", "scones_0.2", "scones_1.0")),
         # the dev loss per epoch of every model, and whether it converged
-        set(r["convergence"]) == {f"{g}/{m}" for g in ("0.1", "1.0") for m in ("softmax", "scones_0.2", "scones_1.0", "hard_moe")},
+        set(r["convergence"]) == {f"{g}/{m}" for g in ("0.1", "1.0") for m in ("softmax", "scones_0.2", "scones_1.0")},
         all(len(c["valid_nll"]) == c["epochs"] >= 1 and 1 <= c["best_epoch"] <= c["epochs"] for c in r["convergence"].values()),
-        set(r["hard_moe"]) == {"0.1", "1.0"} and all(v["pairwise_bleu"]["ci_low"] <= v["pairwise_bleu"]["estimate"]
-                                                     <= v["pairwise_bleu"]["ci_high"] for v in r["hard_moe"].values()),
         # the sampler's uniform distortion for unseen (l, m): measured, a share
         all(0 <= v <= 1 for v in r["uniform_distortion_share"].values()),
         "claims" not in r and "sanity" not in r,      # the claims are the reproduction's (scones)
@@ -300,21 +295,19 @@ EXPECTED = {
     "04_expert_collapse": lambda r: [
         r["profile"] == "ci",
         *(name in r for name in MIXTURE_NAMES),
-        *(r[n]["label"] in ("ok", "D1", "D2", "mixed") and len(r[n]["labels_per_seed"]) == 1 for n in MIXTURE_NAMES),
-        # per-latent BLEU against one reference, each seed's latents sorted best first
+        *(r[n]["label"] in ("ok", "D1", "D2") for n in MIXTURE_NAMES),
+        # per-latent BLEU against one reference, the latents sorted best first
         *(len(r[n]["per_latent_bleu_1ref"]) == 3 and r[n]["per_latent_bleu_1ref"] == sorted(r[n]["per_latent_bleu_1ref"], reverse=True)
           for n in MIXTURE_NAMES),
         *(0 <= r[n]["pairwise_bleu"] <= 100 + 1e-6 and 0 <= r[n]["multi_ref_bleu"] <= 100 + 1e-6 for n in MIXTURE_NAMES),
-        r["vnmt"]["label"] in ("ok", "D1", "D2") and len(r["vnmt"]["per_latent_bleu_1ref"]) == 3,
         r["rule"] == {"D1_RATIO": 0.2, "D2_PAIRWISE": 86.0},
         # usage beside every label (the last epoch's sentences per latent, all of the ci toy's 1000); one latent used is D1
         # (soft EM: summed posterior mass, rounded to a tenth)
-        *(len(r[n]["usage_per_seed"][0]) == 3 and abs(sum(r[n]["usage_per_seed"][0]) - 1000) < 1 for n in MIXTURE_NAMES),
-        *(r[n]["label"] == "D1" for n in MIXTURE_NAMES if sum(u > 10 for u in r[n]["usage_per_seed"][0]) < 2),
+        *(len(r[n]["usage"]) == 3 and abs(sum(r[n]["usage"]) - 1000) < 1 for n in MIXTURE_NAMES),
+        *(r[n]["label"] == "D1" for n in MIXTURE_NAMES if sum(u > 10 for u in r[n]["usage"]) < 2),
         *(r[n]["intervals"]["pairwise_bleu"]["ci_low"] <= r[n]["pairwise_bleu"] <= r[n]["intervals"]["pairwise_bleu"]["ci_high"]
           for n in MIXTURE_NAMES),
-        r["vnmt"]["probe"]["kl"] >= 0 and 0 <= r["vnmt"]["probe"]["own_reference"] <= 1 and r["vnmt"]["probe"]["chance"] == 1 / 3,
-        len(r["training"]) == 17 and all(len(v[0]) == 2 for v in r["training"].values()),
+        len(r["training"]) == len(MIXTURE_NAMES) and all(len(v) == 2 for v in r["training"].values()),
     ],
     "08_choosing_a_method": lambda r: [
         r["profile"] == "ci" and r["ks"] == [2, 4] and r["seeds"] == [0],
@@ -344,20 +337,17 @@ EXPECTED = {
         # the distance to the human point is a length, and the ranking's first has the smallest
         *(all(x["distance"] >= 0 for x in r["ranking"][f"K{k}"])
           and r["ranking"][f"K{k}"][0]["distance"] == min(x["distance"] for x in r["ranking"][f"K{k}"]) for k in (2, 4)),
-        # training speeds measured side by side for Hard-MoE and target conditioning at every K, and the baseline
-        set(r["speed"]) == {"baseline", "hard_moe", "target_conditioning"}
-        and set(r["speed"]["hard_moe"]) == set(r["speed"]["target_conditioning"]) == {"2", "4"}
-        and all(v > 0 for d in r["speed"].values() for v in d.values()),
+        # the training speeds are the reproduction's (reproductions/lachaux.ipynb, Fig. 3), not the lesson's
+        "speed" not in r,
     ],
 }
 COMPARE_METHODS = ("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "hMlp", "sMup", "vnmt",
                    "target_conditioning")
 COMPARE_KEYS = ("pairwise_bleu", "avg_oracle_bleu", "multi_ref_bleu", "coverage", "train_seconds", "decode_sent_per_s")
-MIXTURE_NAMES = [f"{s}.{p}.{l}" for s in ("online", "offline") for p in ("shared", "independent")
-                 for l in ("sMlp", "sMup", "hMlp", "hMup")]
-MULTI_SOURCE_SYSTEMS = ("fr", "de", "fr+de.basic", "fr+de.childsum", "fr+fr.same", "fr+close.basic", "close", "fr.attn", "fr+de.attn_basic",
-                        "fr+de.attn_childsum")
-MULTI_SOURCE_HARD = ("fr", "de", "fr+de.basic", "fr+de.childsum", "fr+fr.same")
+# notebook 04's mixtures: Hard-MoE and five that change one or two of its design choices
+MIXTURE_NAMES = ["online.shared.hMup", "online.shared.hMlp", "online.independent.hMup", "online.shared.sMup",
+                 "offline.shared.hMup", "offline.shared.sMup"]
+MULTI_SOURCE_SYSTEMS = ("fr", "de", "fr+fr.same", "fr+close.basic", "fr+de.basic", "fr+de.childsum", "fr+de.attn_basic")
 SYSTEMS = ("beam", "sampling", "topk", "diverse_beam", "hard_moe")
 SCONES_MODELS = ("softmax", "scones_0.2", "scones_0.5", "scones_1.0")
 
