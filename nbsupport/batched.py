@@ -22,7 +22,6 @@ seeds together on a GPU and one model per CPU core on a CPU.
 from __future__ import annotations
 
 import copy
-import math
 import time
 
 import torch
@@ -30,7 +29,7 @@ from torch.func import functional_call, grad, stack_module_state, vmap
 
 from .data.vocab import BOS, EOS, PAD
 from .models.protocol import Batch
-from .train import History, TrainConfig, _autocast, converged
+from .train import History, TrainConfig, _autocast, converged, lr_factor
 from .runtime import seed_everything
 
 STACKABLE = ("transformer",)     # families whose training step vmap can batch
@@ -126,12 +125,6 @@ class StackedAdam:
             p.copy_(torch.where(on, p - step_size.to(p.device).view(shape) * m / denom, p))
 
 
-def inverse_sqrt(cfg: TrainConfig, step: int) -> float:
-    """The learning rate of step ``step`` (0-based): linear warm-up, then inverse square root (as
-    :func:`nbsupport.train.make_optimizer`'s schedule)."""
-    return cfg.lr * min((step + 1) / cfg.warmup, math.sqrt(cfg.warmup / (step + 1)))
-
-
 def train_together(models: list, train_data, valid_data, cfgs: list[TrainConfig], device,
                    watchers=None, progress: bool = False) -> list[History]:
     """Train ``models`` (one configuration, :func:`stackable`) at once, each with its own
@@ -178,7 +171,7 @@ def train_together(models: list, train_data, valid_data, cfgs: list[TrainConfig]
             with _autocast(device):
                 grads, (loss, z) = step_grads(params, buffers, src, tgt_in, tgt_out, done)
             clip_per_model(grads, cfg.clip_norm)
-            lrs = torch.tensor([inverse_sqrt(cfg, int(k)) for k in adam.steps])
+            lrs = torch.tensor([cfg.lr * lr_factor(cfg, int(k)) for k in adam.steps])
             adam.step(params, grads, lrs, here)
             for i in range(n):
                 if here[i]:

@@ -135,11 +135,16 @@ def training_step(model, opt, sched, batch: Batch, cfg: TrainConfig, progress: f
     return loss, int((batch.tgt_out != PAD).sum()), z
 
 
+def lr_factor(cfg: TrainConfig, step: int) -> float:
+    """The learning rate of step ``step`` (0-based) as a fraction of ``cfg.lr``: linear warm-up over
+    ``cfg.warmup`` steps, then inverse-square-root decay."""
+    return min((step + 1) / cfg.warmup, math.sqrt(cfg.warmup / (step + 1)))
+
+
 def make_optimizer(model, cfg: TrainConfig):
-    """Adam (0.9, 0.98) with linear warm-up then inverse-square-root decay."""
+    """Adam (0.9, 0.98) with linear warm-up then inverse-square-root decay (:func:`lr_factor`)."""
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
-    inv_sqrt = lambda step: min((step + 1) / cfg.warmup, math.sqrt(cfg.warmup / (step + 1)))
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, inv_sqrt)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(cfg, step))
 
 
 def converged(history: History, below: float, patience: int = 1) -> bool:
