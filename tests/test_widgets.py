@@ -2,7 +2,9 @@
 shows is what the model answers for the control's value (checked against the decoders and the
 model's own scores), bad input is named in the view, and controls driven through ipywidgets
 re-render the view."""
+import ast
 import re
+from html import unescape
 
 import pytest
 import torch
@@ -69,6 +71,9 @@ def test_beam_view_lists_the_n_best_by_score_and_the_empty_translations_score(to
     assert rows(html) == [tgt_vocab.decode(h) or "(empty)" for h in token_ids(decode(base, src, "beam", n=3, beam=4))[0]]
     exact = float(re.search(r"exact search:</b> .*?, log score (-?\d+\.\d\d)", html).group(1))
     assert exact >= scores[0]                          # seeded with the beam's best: never worse
+    found = ast.literal_eval(unescape(re.search(r"exact search:</b> (.*?), log score", html).group(1)))
+    found_beams_best = (found or "(empty)") == unescape(rows(html)[0])
+    assert ("the same as the beam's best" in html) == found_beams_best   # equal scores in fp32 and fp64 are not "better"
     proven = live.beam_view(base, src_vocab, tgt_vocab, SOURCES[0], beam=4, exact_budget=100_000).data
     assert "proven best" in proven
     empty = float(empty_scores(base, torch.tensor([src_vocab.encode(SOURCES[0])]))[0])

@@ -188,7 +188,7 @@ def beam_view(model, src_vocab, tgt_vocab, sentence: str, beam: int = 4, n_best:
                            max_expansions=exact_budget)
         found = tgt_vocab.decode(res.tokens) if res.tokens else ""
         status = "proven best" if res.proven else f"best found within {exact_budget} expansions (not proven)"
-        beats = res.score > hyps[0].score + 1e-9
+        beats = res.tokens != hyps[0].tokens and res.score > hyps[0].score + 1e-4   # fp32 scores against fp64
         parts.append(_line("exact search:", f"{found!r}, log score {res.score:.2f}, {status}; "
                                             f"{'better than' if beats else 'the same as'} the beam's best "
                                             f"({res.expansions} expansions)"))
