@@ -276,13 +276,14 @@ def stars_and_dots(panels: Mapping[str, tuple], title: str | None = None, captio
         ax.set_aspect("equal")
         ax.set_xticks([])
         ax.set_yticks([])
-        # the map's axes have no units of their own: distances between points approximate 100 - BLEU
-        ax.set_xlabel("map axis 1 (distance ~ 100 - BLEU)", fontsize=7)
-        ax.set_ylabel("map axis 2", fontsize=7)
+        # multidimensional scaling's axes have no units: distances between points approximate 100 - BLEU
+        ax.set_xlabel("MDS axis 1", fontsize=7)
+        ax.set_ylabel("MDS axis 2", fontsize=7)
         ax.set_title(name, fontsize=10)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8,
-               bbox_to_anchor=(0.5, -0.06))
     fig.tight_layout()
+    fig.subplots_adjust(bottom=0.2)          # room for the legend below the axis labels, not on them
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8,
+               bbox_to_anchor=(0.5, 0.0))
     return _caption(fig, caption)

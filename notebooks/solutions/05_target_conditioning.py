@@ -12,5 +12,8 @@ def batch_entropy(p):
 l_xe = {name: batch_entropy(p) for name, p in (("collapsed", collapsed), ("balanced", balanced), ("uniform", uniform))}
 
 # %% exercise 2
-usage = hist_te.epochs[-1]["usage"]
-domains_in_use = sum(n > 0.01 * sum(usage) for n in usage)
+with torch.no_grad():
+    p = torch.softmax(te.domain_scores(src.to(device), tgt_out.to(device)), dim=-1)   # (sentences, K)
+p_mean = p.mean(0)
+batch_h = -(p_mean * torch.log(p_mean.clamp_min(1e-12))).sum().item()            # L_XE: entropy of the mean
+sentence_h = -(p * torch.log(p.clamp_min(1e-12))).sum(-1).mean().item()          # mean of the rows' entropies
