@@ -134,7 +134,7 @@ def latent_view(model, src_vocab, tgt_vocab, sentence: str, z: int = 0, referenc
                                      f"{name}={z} marked)"))
     parts.append(heat_table([f"under {name}={v}" for v in range(k)], _tokens(tgt_vocab, ids[z]), per_value,
                             title=f"log p of each token of {name}={z}'s hypothesis under every {name}: "
-                                  f"where row {z} is dark and the others pale, that word is {name}={z}'s choice"))
+                                  f"where row {z} is dark blue and the others pale, that word is {name}={z}'s choice"))
     return page(*parts)
 
 
