@@ -6,7 +6,8 @@ human_mr = sum(nbs.metrics.corpus_bleu([source_refs[m]], [[r for j, r in enumera
                for m in range(S)) / S
 
 # %% exercise 2
-by_coverage = sorted(METHODS, key=lambda n: rows[n, K_EX]["coverage"], reverse=True)
+k_small = min(KS)
+by_coverage = sorted(METHODS, key=lambda n: rows[n, k_small]["coverage"], reverse=True)
 
 # %% exercise 3
 MODEL, k_big = "hard_moe", max(KS)
