@@ -28,39 +28,46 @@ from ..search import BatchScorer, ModelScorer, best_first_search, exact_search, 
 PAPER_LABEL_SMOOTHING = 0.0   # section 3 and appendix C: softmax and SCONES trained without it
 
 
-def softmax_and_scones_jobs(alphas: dict, seed: int = 0, epochs: int | None = None) -> dict[str, dict]:
+def softmax_and_scones_jobs(alphas: dict, seed: int = 0, epochs: int | None = None, training: dict | None = None,
+                            model: dict | None = None) -> dict[str, dict]:
     """The :func:`~nbsupport.pipeline.train_model` arguments of a softmax (alpha ``None``) or
     SCONES model per entry of ``alphas`` (name -> alpha), trained as the paper trains both:
     without label smoothing, whatever the task's default training (the Bible's is 0.1);
-    ``epochs`` overrides the task's."""
+    ``training`` (e.g. the epoch cap and the convergence rule) and ``model`` (sizes) on top of the
+    task's; ``epochs`` overrides the task's."""
     jobs = {}
     for name, alpha in alphas.items():
-        training = {"label_smoothing": PAPER_LABEL_SMOOTHING}
+        overrides = {"label_smoothing": PAPER_LABEL_SMOOTHING, **(training or {})}
         if epochs is not None:
-            training["epochs"] = epochs
-        jobs[name] = {"name": name, "seed": seed, "training_overrides": training,
-                      "model_overrides": {} if alpha is None else {"output": "scones", "scones_alpha": alpha}}
+            overrides["epochs"] = epochs
+        output = {} if alpha is None else {"output": "scones", "scones_alpha": alpha}
+        jobs[name] = {"name": name, "seed": seed, "training_overrides": overrides,
+                      "model_overrides": {**(model or {}), **output}}
     return jobs
 
 
 def train_softmax_and_scones(task, alphas: dict, device, seed: int = 0, epochs: int | None = None,
-                             progress: bool = False) -> tuple[dict, dict]:
+                             progress: bool = False, training: dict | None = None,
+                             model: dict | None = None) -> tuple[dict, dict]:
     """Softmax and SCONES models on ``task`` (see :func:`softmax_and_scones_jobs`). Returns
     ({name: model}, {name: training history}); models are cached by
     :func:`nbsupport.pipeline.train_model`."""
     models, histories = {}, {}
-    for name, job in softmax_and_scones_jobs(alphas, seed, epochs).items():
+    for name, job in softmax_and_scones_jobs(alphas, seed, epochs, training, model).items():
         models[name], histories[name] = train_model(task, device=device, progress=progress, **job)
     return models, histories
 
 
 def prefetch_softmax_and_scones(runs, alphas: dict, device, seed: int = 0, more_jobs=()) -> list[str]:
-    """Train the uncached models of :func:`train_softmax_and_scones` for every (task, epochs) of
-    ``runs``, and the (task, job) pairs of ``more_jobs``, several at once on a CPU (one process per
-    core, see :func:`nbsupport.pipeline.train_many_in_parallel`) for the notebook's own calls to
-    load; nothing on a GPU. Returns the names trained."""
-    jobs = list(more_jobs) + [(task, job) for task, epochs in runs
-                              for job in softmax_and_scones_jobs(alphas, seed, epochs).values()]
+    """Train the uncached models of :func:`train_softmax_and_scones` for every (task, epochs) or
+    (task, {epochs, training, model}) of ``runs``, and the (task, job) pairs of ``more_jobs``,
+    several at once on a CPU (one process per core, see
+    :func:`nbsupport.pipeline.train_many_in_parallel`) for the notebook's own calls to load; nothing
+    on a GPU. Returns the names trained."""
+    def options(spec):
+        return spec if isinstance(spec, dict) else {"epochs": spec}
+    jobs = list(more_jobs) + [(task, job) for task, spec in runs
+                              for job in softmax_and_scones_jobs(alphas, seed, **options(spec)).values()]
     return train_many_in_parallel(jobs, device)
 
 

@@ -136,11 +136,7 @@ def nmt_jobs(alphas: dict, seed: int, training: dict, model: dict | None = None)
     paper) with ``training`` (e.g. epochs, warm-up, the convergence criterion) and ``model`` (sizes)
     on top."""
     from .beam_curse import softmax_and_scones_jobs
-    jobs = softmax_and_scones_jobs(alphas, seed)
-    for job in jobs.values():
-        job["training_overrides"].update(training)
-        job["model_overrides"] = {**(model or {}), **job["model_overrides"]}
-    return jobs
+    return softmax_and_scones_jobs(alphas, seed, training=training, model=model)
 
 
 def convergence(history, converged_below: float, patience: int = 1) -> dict:
