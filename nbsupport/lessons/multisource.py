@@ -323,7 +323,7 @@ def attention_html(maps: dict, names=None) -> str:
     ``names`` (optional, language code -> display name) labels the sources."""
     from ..views.live import heat_table
     return "".join(heat_table(maps["output"], src["tokens"], src["weights"], log=False,
-                              title=f"attention on source {(names or {}).get(src['lang'], src['lang'])} (reading order)") for src in maps["sources"])
+                              title=f"attention on source {(names or {}).get(src['lang'], src['lang'])} (as written)") for src in maps["sources"])
 
 
 def translation_html(model: MultiSourceLSTM, data: MultiSourceData, system: str, sources: dict, beam: int = 1,

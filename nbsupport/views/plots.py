@@ -234,7 +234,7 @@ def attention_maps(maps: dict, caption: str | None = None):
         ax.imshow(src["weights"], cmap="Greys", aspect="auto", vmin=0, vmax=1)
         ax.set_xticks(range(len(src["tokens"])), src["tokens"], rotation=60, ha="right")
         ax.set_yticks(range(len(maps["output"])), maps["output"])
-        ax.set_xlabel(f"source {src['lang']} (reading order)")
+        ax.set_xlabel(f"source {src['lang']} (as written)")
         ax.set_ylabel("output token")
     fig.tight_layout()
     return _caption(fig, caption)
