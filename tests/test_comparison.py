@@ -229,3 +229,17 @@ def test_matched_accuracy_scores_one_shared_style_at_chance_unlike_purity():
     assert r.estimate == pytest.approx(0.75)
     only_first = np.where((boot.counts[:, 0] == 2))[0]
     assert all(r.values[i] == pytest.approx(1.0) for i in only_first) and len(r.values) == 50
+
+
+def test_beam_curves_draw_the_metrics_asked_for_with_their_labels():
+    from nbsupport.views import plots
+    beams, models, levels = [1, 4], ["softmax", "scones_0.2"], ["low", "high"]
+    metrics = [("multi_ref_bleu", "multi-reference BLEU"), ("one_word", "share of outputs of <= 1 word")]
+    curves = {(lv, m, k): [float(i), float(i + 1)] for i, (lv, m, k) in
+              enumerate((lv, m, k) for lv in levels for m in models for k, _ in metrics)}
+    fig = plots.beam_curves(curves, beams, levels, models, metrics=metrics)
+    axes = np.array(fig.axes).reshape(len(levels), len(metrics))
+    assert [ax.get_ylabel() for ax in axes[0]] == [label for _, label in metrics]
+    line = axes[1][1].get_lines()[0]                      # high ambiguity, one_word, softmax
+    assert list(line.get_ydata()) == curves["high", "softmax", "one_word"]
+    plots.plt.close(fig)

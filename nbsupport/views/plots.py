@@ -165,10 +165,14 @@ def histogram(values_by_name: Mapping[str, Sequence[float]], xlabel: str, ylabel
     return _caption(fig, caption)
 
 
-def beam_curves(curves, beams, levels, models, caption: str | None = None):
+BEAM_CURVE_METRICS = (("bleu", "BLEU (single reference)"), ("len_ratio", "length ratio"),
+                      ("empty_rate", "share of empty outputs"))
+
+
+def beam_curves(curves, beams, levels, models, caption: str | None = None, metrics=BEAM_CURVE_METRICS):
     """Stahlberg & Kumar Figs. 3-4: one column per metric, one row per task, a line per model.
-    ``curves[(level, model, metric)]`` is the list of values over ``beams``."""
-    metrics = [("bleu", "BLEU (single reference)"), ("len_ratio", "length ratio"), ("empty_rate", "share of empty outputs")]
+    ``curves[(level, model, metric)]`` is the list of values over ``beams``; ``metrics``: the
+    columns, (metric key, y-axis label) each."""
     fig, axes = plt.subplots(len(levels), len(metrics), figsize=(4 * len(metrics), 3 * len(levels)), squeeze=False)
     for r, level in enumerate(levels):
         for c, (metric, label) in enumerate(metrics):
