@@ -243,3 +243,12 @@ def test_beam_curves_draw_the_metrics_asked_for_with_their_labels():
     line = axes[1][1].get_lines()[0]                      # high ambiguity, one_word, softmax
     assert list(line.get_ydata()) == curves["high", "softmax", "one_word"]
     plots.plt.close(fig)
+
+
+def test_styles_owned_counts_each_majority_label_once():
+    from nbsupport.lessons.analysis import purity, styles_owned
+    one_each = [[9, 1, 0], [0, 8, 2], [1, 0, 9]]
+    shared = [[9, 1, 0], [8, 0, 2], [1, 0, 9]]          # values 0 and 1 both mostly write label 0
+    assert styles_owned(one_each) == 3 and styles_owned(shared) == 2
+    assert styles_owned([[0, 0, 0], [5, 1, 0], [0, 0, 4]]) == 2   # a value with no hypotheses owns nothing
+    assert purity(shared) > 0.8                         # what purity cannot tell

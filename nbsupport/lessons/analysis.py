@@ -35,6 +35,12 @@ def purity(confusion) -> float:
     return sum(max(r) / sum(r) for r in rows) / len(rows)
 
 
+def styles_owned(confusion) -> int:
+    """How many labels are the majority label of some latent value that has hypotheses: S of S is
+    one label per value (two values sharing a label own it once; purity cannot tell)."""
+    return len({max(range(len(row)), key=row.__getitem__) for row in confusion if sum(row)})
+
+
 def matched_accuracy(confusion) -> float:
     """The share of hypotheses written in the style their latent value is matched to, when each
     latent value is matched to a *different* style (the one-to-one matching with the most
