@@ -1,12 +1,6 @@
 """Solutions of notebook 07's exercises (nbs.exercises.solution("07_ibm3_synthetic_ambiguity", N) prints one)."""
 
 # %% exercise 1
-ids, p = options[word]                              # section 2: the English word ids and t(e | word)
-gammas_1 = sorted({*gs, 1.0, 1.5})
-entropy = lambda q: -sum(x * np.log(x) for x in q if x > 0)          # H in nats
-choices = {g: float(np.exp(entropy(temper(p, g)))) for g in gammas_1}
-
-# %% exercise 2
 EOS = nbs.data.vocab.EOS                          # the end-of-sentence token id
 ON = PROVEN or list(range(len(EXACT)))            # the proven sentences (every exact-search sentence if none is)
 src_of = lambda g, i: torch.tensor([tasks[g].src_vocab.encode(test.src[EXACT[i]])], device=device)   # one source row
@@ -17,7 +11,7 @@ for g in gs:
         empty = [nbs.decode.token_scores(models[g, n], src_of(g, i), [[EOS]])[0][0] for i in ON]
         gap[g, n] = float(np.mean([answer[i] - e for i, e in zip(ON, empty)]))
 
-# %% exercise 3
+# %% exercise 2
 spread = {}
 for g in gs:
     refs = tasks[g].corpus.test.refs[0]
