@@ -1,5 +1,6 @@
 import math
 import random
+import statistics
 from collections import Counter
 
 import pytest
@@ -74,6 +75,25 @@ def test_entropy_of_low_ambiguity_matches_sampling():
     assert len(counts) == 3 ** 4
     assert plug_in == pytest.approx(T.entropy_nats(m, "low"), abs=0.01)
     assert T.entropy_nats(m, "low") == pytest.approx(4 * (math.log(2) + 0.5 * math.log(2)))
+
+
+def test_token_shares_are_the_generators_conditional_probabilities():
+    # low: the 81 translations' products of q_i sum to 1 and each equals its sampled frequency;
+    # high: -sum log q_i over samples averages to the exact entropy (the expectation of -log p(y))
+    m = T.Meaning(0, 3, 1, 2, None, (3, 3))
+    rng = random.Random(1)
+    counts = Counter(T.realise(m, 0, "strong", "low", rng) for _ in range(40_000))
+    p = {y: math.prod(T.token_shares(y, "low")) for y in counts}
+    assert len(counts) == 3 ** 4 and sum(p.values()) == pytest.approx(1.0, abs=1e-12)
+    assert all(abs(c / 40_000 - p[y]) < 5 * math.sqrt(p[y] / 40_000) for y, c in counts.items())
+    surprisal = [-sum(map(math.log, T.token_shares(T.realise(m, 0, "strong", "high", rng), "high")))
+                 for _ in range(4_000)]
+    mean, sd = sum(surprisal) / len(surprisal), statistics.stdev(surprisal)
+    assert abs(mean - T.entropy_nats(m, "high")) < 4 * sd / math.sqrt(len(surprisal))
+    # by hand: content words 1/4; "quietly" 1/2 * 1/4; "beyond" sure once the adverb is decided; "at" 1/2;
+    # "." 1/2 * 1/2 (company and frequency left out); "the" and EOS sure
+    assert T.token_shares("the dog calls the cat quietly beyond the road at dawn.", "high") == \
+        [1, 1 / 4, 1 / 4, 1, 1 / 4, 1 / 8, 1, 1, 1 / 4, 1 / 2, 1 / 4, 1 / 4, 1]
 
 
 def test_high_ambiguity_has_at_least_ten_nats():

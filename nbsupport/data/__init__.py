@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import batching, bible, synthetic, vocab
 from .batching import pad_batch, token_batches
 from .synthetic import (AMBIGUITY_LEVELS, STYLE_STRENGTHS, Corpus, Split, ToyConfig, entropy_nats,
-                  style_features, toy, toy_trilingual)
+                  style_features, token_shares, toy, toy_trilingual)
 from .vocab import SpmVocab, WordVocab, train_sentencepiece
 
 DATASETS = {"toy": toy, "toy-trilingual": toy_trilingual, "bible": bible.corpus}
@@ -20,5 +20,5 @@ def load(name: str, **kwargs) -> Corpus:
 
 __all__ = ["AMBIGUITY_LEVELS", "STYLE_STRENGTHS", "Corpus", "DATASETS", "Split", "SpmVocab",
            "ToyConfig", "WordVocab", "batching", "bible", "entropy_nats", "load", "pad_batch",
-           "style_features", "synthetic", "token_batches", "toy", "toy_trilingual",
+           "style_features", "synthetic", "token_batches", "token_shares", "toy", "toy_trilingual",
            "train_sentencepiece", "vocab"]

@@ -193,6 +193,34 @@ def entropy_nats(meaning: Meaning, ambiguity: str) -> float:
     return h + n_content * math.log(k_word)
 
 
+def token_shares(translation: str, ambiguity: str) -> list[float]:
+    """q_i = p(y_i | y_<i, x) of every token of a style-0 translation (EOS last) under the toy's own
+    distribution of translations: the share of the valid translations sharing y_<i that go on with y_i.
+    A content word is one of k_word forms; each optional phrase is present with probability 0.5 (then
+    one of k_opt words), so a token also carries 0.5 for every phrase left out just before it."""
+    k_opt, k_word = CHOICES[ambiguity]
+    content = set(NOUNS + ADJECTIVES + PLACES + [form for verb in VERBS for synonym in verb for form in synonym])
+    q, decided, previous = [], 0, None                   # decided: optional phrases present or left out so far
+    for tok in translation.replace(".", " .").split() + ["EOS"]:
+        starts = [j for j, (_, template, words) in enumerate(OPTIONAL) if j >= decided
+                  and tok in (words[:k_opt] if template == "{}" else [template.split()[0]])]
+        if starts:        # optional phrase j begins (the ones before it were left out)
+            q.append(0.5 ** (starts[0] - decided) * 0.5 * (1 / k_opt if OPTIONAL[starts[0]][1] == "{}" else 1))
+            decided = starts[0] + 1
+        elif previous in ("at", "with"):                 # the word of "at ..." or "with ...": one of k_opt
+            q.append(1 / k_opt)
+        elif tok in PREPOSITIONS:                        # the place phrase, after the optional manner adverb
+            q.append(0.5 ** max(0, 1 - decided))
+            decided = max(decided, 1)
+        elif tok == ".":                                 # the end: every optional phrase not seen was left out
+            q.append(0.5 ** (len(OPTIONAL) - decided))
+            decided = len(OPTIONAL)
+        else:                                            # a content word: one of k_word forms; "the", "by", EOS: 1
+            q.append(1 / k_word if tok.rstrip("234") in content else 1.0)
+        previous = tok
+    return q
+
+
 # --------------------------------------------------------------------------- generation
 # Which noun each of the first n nouns is merged with (a pair shares one source word).
 # "even" (xa) and "odd" (xb) merge different pairs: together they resolve every merged noun.
