@@ -377,10 +377,10 @@ def test_prefetched_softmax_and_scones_models_are_the_ones_the_notebooks_load(mo
     tasks = [pipeline.toy_task("ci", 0, n_styles=1, ambiguity=level, n_train=300) for level in ("low", "high")]
     alphas = {"softmax": None, "scones_0.5": 0.5}
     extra = {"name": "hard-moe-k2", "n_latent": 2, "training_overrides": {"epochs": 1}}
-    trained = beam_curse.prefetch_softmax_and_scones([(t, 1) for t in tasks], alphas, "cpu",
+    trained = beam_curse.prefetch_softmax_and_scones([(t, {"epochs": 1}) for t in tasks], alphas, "cpu",
                                                      more_jobs=[(tasks[0], extra)])
     assert trained == ["hard-moe-k2", "softmax", "scones_0.5", "softmax", "scones_0.5"]   # extra jobs first
-    assert beam_curse.prefetch_softmax_and_scones([(t, 1) for t in tasks], alphas, "cpu", more_jobs=[(tasks[0], extra)]) == []
+    assert beam_curse.prefetch_softmax_and_scones([(t, {"epochs": 1}) for t in tasks], alphas, "cpu", more_jobs=[(tasks[0], extra)]) == []
     caplog.clear()
     for t in tasks:
         beam_curse.train_softmax_and_scones(t, alphas, "cpu", epochs=1)

@@ -193,13 +193,15 @@ def entropy_nats(meaning: Meaning, ambiguity: str) -> float:
     return h + n_content * math.log(k_word)
 
 
+_CONTENT_WORDS = set(NOUNS + ADJECTIVES + PLACES + [form for verb in VERBS for synonym in verb for form in synonym])
+
+
 def token_shares(translation: str, ambiguity: str) -> list[float]:
     """q_i = p(y_i | y_<i, x) of every token of a style-0 translation (EOS last) under the toy's own
     distribution of translations: the share of the valid translations sharing y_<i that go on with y_i.
     A content word is one of k_word forms; each optional phrase is present with probability 0.5 (then
     one of k_opt words), so a token also carries 0.5 for every phrase left out just before it."""
     k_opt, k_word = CHOICES[ambiguity]
-    content = set(NOUNS + ADJECTIVES + PLACES + [form for verb in VERBS for synonym in verb for form in synonym])
     q, decided, previous = [], 0, None                   # decided: optional phrases present or left out so far
     for tok in translation.replace(".", " .").split() + ["EOS"]:
         starts = [j for j, (_, template, words) in enumerate(OPTIONAL) if j >= decided
@@ -216,7 +218,7 @@ def token_shares(translation: str, ambiguity: str) -> list[float]:
             q.append(0.5 ** (len(OPTIONAL) - decided))
             decided = len(OPTIONAL)
         else:                                            # a content word: one of k_word forms; "the", "by", EOS: 1
-            q.append(1 / k_word if tok.rstrip("234") in content else 1.0)
+            q.append(1 / k_word if tok.rstrip("234") in _CONTENT_WORDS else 1.0)
         previous = tok
     return q
 

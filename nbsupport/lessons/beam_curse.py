@@ -59,15 +59,13 @@ def train_softmax_and_scones(task, alphas: dict, device, seed: int = 0, epochs: 
 
 
 def prefetch_softmax_and_scones(runs, alphas: dict, device, seed: int = 0, more_jobs=()) -> list[str]:
-    """Train the uncached models of :func:`train_softmax_and_scones` for every (task, epochs) or
-    (task, {epochs, training, model}) of ``runs``, and the (task, job) pairs of ``more_jobs``,
-    several at once on a CPU (one process per core, see
+    """Train the uncached models of :func:`train_softmax_and_scones` for every (task, options) of
+    ``runs`` (options: its keyword arguments ``epochs``, ``training``, ``model``), and the (task, job)
+    pairs of ``more_jobs``, several at once on a CPU (one process per core, see
     :func:`nbsupport.pipeline.train_many_in_parallel`) for the notebook's own calls to load; nothing
     on a GPU. Returns the names trained."""
-    def options(spec):
-        return spec if isinstance(spec, dict) else {"epochs": spec}
-    jobs = list(more_jobs) + [(task, job) for task, spec in runs
-                              for job in softmax_and_scones_jobs(alphas, seed, **options(spec)).values()]
+    jobs = list(more_jobs) + [(task, job) for task, options in runs
+                              for job in softmax_and_scones_jobs(alphas, seed, **options).values()]
     return train_many_in_parallel(jobs, device)
 
 
