@@ -217,11 +217,14 @@ def _validate(loss_module, params, buffers, valid_data, cfg, device, n) -> list[
         return functional_call(valid, ({"model." + k: v for k, v in p.items()}, {"model." + k: v for k, v in b.items()}),
                                (src, tgt_in, tgt_out))
 
-    batched = vmap(nll, in_dims=(0, 0, None, None, None), randomness="same")
+    batched = vmap(nll, in_dims=(0, 0, 0, 0, 0), randomness="same")
+    # each model gets the batch as its own (expanded, not copied): a GPU's fused attention rejects a
+    # padding mask that vmap has not batched like the queries ("attn_bias: wrong shape")
+    each = lambda t: t.expand(n, *t.shape)
     total, tokens = torch.zeros(n, dtype=torch.float64), 0
     for batch in valid_data.batches(cfg.max_tokens, shuffle=False, seed=0, device=device):
         with _autocast(device):
-            total += batched(params, buffers, batch.src, batch.tgt_in, batch.tgt_out).double().cpu()
+            total += batched(params, buffers, each(batch.src), each(batch.tgt_in), each(batch.tgt_out)).double().cpu()
         tokens += int((batch.tgt_out != PAD).sum())
     return (total / max(tokens, 1)).tolist()
 

@@ -132,3 +132,21 @@ def test_the_pipeline_caches_each_stacked_seed_under_the_key_train_model_reads(t
     monkeypatch.setenv("NBS_BUILD", str(tmp_path / "alone"))
     alone = pipeline.train_model(task, device="cpu", seed=1, progress=False, **job)[1]
     assert [e["valid_nll"] for e in loaded.epochs] == pytest.approx([e["valid_nll"] for e in alone.epochs], rel=1e-4)
+
+
+def test_every_attention_call_gets_its_padding_mask_batched_like_its_queries(monkeypatch):
+    # a GPU's fused attention rejects a mask that vmap has not batched with the queries
+    # ("attn_bias: wrong shape (batch dimension)"); a CPU accepts it, so this is checked on the call itself
+    import nbsupport.models.transformer as transformer
+    from torch._C._functorch import is_batchedtensor
+    real, calls = transformer.attention, []
+
+    def strict(q, k, v, mask=None, **kw):
+        if mask is not None and is_batchedtensor(q):
+            calls.append(is_batchedtensor(mask))
+        return real(q, k, v, mask, **kw)
+
+    monkeypatch.setattr(transformer, "attention", strict)
+    data = reversal(n=30)
+    train_together(models(n=2), data, data, [TrainConfig(epochs=1, max_tokens=120, seed=s) for s in range(2)], "cpu")
+    assert calls and all(calls)      # training steps and validation alike
