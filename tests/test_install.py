@@ -144,9 +144,9 @@ def test_the_capped_configuration_is_real_for_pip_without_the_hermetic_environme
 
 def test_torch_range_admits_cloud_versions_and_the_tested_one():
     (spec,) = [Requirement(d) for d in DEPENDENCIES if Requirement(d).name == "torch"]
-    for v in ("2.13.0", "2.13.0+cpu", "2.14.0", "2.15.0", "2.16.0", "3.0.0"):
+    for v in ("2.11.0+cu130", "2.13.0", "2.13.0+cpu", "2.14.0", "2.15.0", "2.16.0", "3.0.0"):
         assert spec.specifier.contains(v), f"{spec} rejects torch {v}"
-    assert not spec.specifier.contains("2.12.1"), "the lowest tested torch is 2.13: do not admit older ones untested"
+    assert not spec.specifier.contains("2.10.1"), "the lowest tested torch is 2.11: do not admit older ones untested"
 
 
 @pytest.mark.skipif(not (ROOT / ".venv").exists() or Path(sys.prefix).resolve() != (ROOT / ".venv").resolve(),
