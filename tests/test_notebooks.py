@@ -11,7 +11,7 @@ import pytest
 
 from nbsupport.paths import results_dir
 from nbsupport.stats import VERDICTS
-from nbsupport.harness.run_notebooks import execute, notebook_paths
+from nbsupport.harness.run_notebooks import INJECTED_NOTE, execute, notebook_paths
 
 NOTEBOOKS = notebook_paths()
 IDS = [p.stem for p in NOTEBOOKS]
@@ -479,6 +479,12 @@ def test_a_run_prints_nothing_of_the_kernels_own_log(tmp_path, capfd, monkeypatc
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "quiet.ipynb")
     out = execute(tmp_path / "quiet.ipynb", "ci", 3, out_dir=tmp_path / "out")
-    assert "ci 3" in nbformat.read(out, as_version=4).cells[-1].outputs[0]["text"]
+    ran = nbformat.read(out, as_version=4)
+    nbformat.validate(ran)
+    assert "ci 3" in ran.cells[-1].outputs[0]["text"]
+    # the executed copy says what papermill's second parameters cell is; the notebook's own cell is as written
+    (injected,) = [c for c in ran.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected.source.startswith(INJECTED_NOTE + "\n") and 'PROFILE = "ci"' in injected.source
+    assert ran.cells[0].source == 'PROFILE = "lab"\nSEED = 0\nINTERACTIVE = True'
     printed = capfd.readouterr()
     assert "encryption" not in printed.err + printed.out and "IPKernelApp" not in printed.err, printed.err[-500:]

@@ -64,6 +64,24 @@ def check_parameters(path: Path, parameters: dict) -> None:
         check_seed(parameters["SEED"])
 
 
+INJECTED_NOTE = "# Set by the runner for this run (papermill): these values replace the cell above."
+
+
+def explain_injected_parameters(executed: Path) -> None:
+    """Begin papermill's injected parameters cell in an executed copy with a comment saying what it is, so
+    that a reader of the copy knows why a second parameters cell follows the notebook's own (written
+    atomically; the cell ran before the comment was added, and a comment changes nothing it did)."""
+    nb = json.loads(executed.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if "injected-parameters" in cell.get("metadata", {}).get("tags", []):
+            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            if not source.startswith(INJECTED_NOTE):
+                cell["source"] = INJECTED_NOTE + "\n" + source
+    tmp = executed.with_name(executed.name + ".tmp")
+    tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(executed)
+
+
 def execute(path: Path, profile_name: str, seed: int = 0, out_dir: Path | None = None,
             timeout_s: int | None = None, parameters: dict | None = None) -> Path:
     """Run one notebook non-interactively; returns the executed copy's path. ``parameters`` set
@@ -80,6 +98,7 @@ def execute(path: Path, profile_name: str, seed: int = 0, out_dir: Path | None =
     pm.execute_notebook(str(path), str(out), kernel_name="python3", cwd=str(path.parent),
                         parameters=parameters, progress_bar=False, execution_timeout=timeout_s,
                         extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    explain_injected_parameters(out)
     return out
 
 
