@@ -48,6 +48,11 @@ class Interval:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def says(self, above: str, below: str, neither: str = "not shown apart", than: float = 0.0) -> str:
+        """Read the interval against ``than``: ``above`` when all of it lies above, ``below`` when all
+        of it lies below, ``neither`` when it contains ``than`` (a paired difference reads with 0)."""
+        return above if self.ci_low > than else below if self.ci_high < than else neither
+
 
 def interval(estimate: float, resampled: np.ndarray, level: float = LEVEL) -> Interval:
     """``estimate`` with the percentile interval of its ``resampled`` values."""

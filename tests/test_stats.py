@@ -60,6 +60,13 @@ def test_interval_is_the_percentile_interval():
     assert str(stats.Interval(1.234, 0.5, 2.0)) == "1.2 [0.5, 2.0]"
 
 
+def test_an_interval_says_which_side_of_a_value_it_lies_on():
+    read = lambda lo, hi, **kw: stats.Interval((lo + hi) / 2, lo, hi).says("A", "B", **kw)
+    assert [read(0.1, 2), read(-2, -0.1), read(-1, 1), read(0.0, 1)] == ["A", "B", "not shown apart", "not shown apart"]
+    assert read(0.5, 0.6, than=0.45) == "A" and read(0.3, 0.4, than=0.42, neither="near") == "B"
+    assert read(0.40, 0.44, than=0.42, neither="near") == "near"
+
+
 def test_a_better_system_s_interval_excludes_zero_and_identical_systems_do_not():
     hyps, refs = toy_sets(n=60)
     good = [[rs[0]] * 2 for rs in refs]                  # copies of a reference
