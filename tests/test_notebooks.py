@@ -202,21 +202,9 @@ EXPECTED = {
         *(iv["ci_low"] - 1e-9 <= iv["estimate"] <= iv["ci_high"] + 1e-9 for level in ("toy_low", "toy_high")
           for m in SCONES_MODELS for key in ("multi_ref_bleu_by_beam", "len_ratio_by_beam") for iv in r[level][m][key].values()),
         *(0 <= v <= 1 for level in ("toy_low", "toy_high") for m in SCONES_MODELS
-          for v in list(r[level][m]["empty_rate_by_beam"].values())
-          + [e for e in r[level][m]["search_errors_by_beam"].values() if e is not None]),
-        # exact search on the same 4 sentences at both levels; a share proven, one flag per sentence
-        len(r["exact_sentences"]["low"]) == 4 and r["exact_sentences"]["low"] == r["exact_sentences"]["high"],
-        *(0 <= r[level][m]["exact"]["proven_fraction"] <= 1 and len(r[level][m]["exact"]["proven"]) == 4
-          and r[level][m]["exact"]["proven_fraction"] == sum(r[level][m]["exact"]["proven"]) / 4
-          for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
+          for v in r[level][m]["empty_rate_by_beam"].values()),
         # speed and alpha on the dev set (Tables 3, 5) are the reproduction's (scones), not measured here
         "speed" not in r and "alpha_on_dev" not in r,
-        # Fig. 6 pairs the best and the empty translation on the same 4 sentences; the best is at
-        # least the best beam output (the seed) and at least the empty translation, sentence by sentence
-        *(len(r[level][m]["exact_scores"]) == len(r[level][m]["seed_scores"]) == len(r[level][m]["empty_scores"]) == 4
-          and all(b >= s - 1e-4 and b >= e - 1e-4 and -1e4 < b <= 0 for b, s, e in
-                  zip(r[level][m]["exact_scores"], r[level][m]["seed_scores"], r[level][m]["empty_scores"]))
-          for level in ("toy_low", "toy_high") for m in SCONES_MODELS),
         "claims" not in r and "sanity" not in r and "bible" not in r,      # the claims are the reproduction's (scones)
     ],
     "05_target_conditioning": lambda r: [

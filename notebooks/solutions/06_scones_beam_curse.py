@@ -8,7 +8,3 @@ curse_at_alpha1 = True
 # %% exercise 2
 full_minus_the = {name: score(models["high", name], tasks["high"], source, full)
                   - score(models["high", name], tasks["high"], source, "the") for name in MODELS}
-
-# %% exercise 3
-_, _, proven_without_bound, calls_without_bound = exact_dfs(nbs.search.ModelScorer(dfs_model, dfs_src), dfs_max_len,
-                                                            (None, -math.inf), DFS_CALLS)
