@@ -223,9 +223,8 @@ _LACHAUX_LAB = dict(training=dict(epochs=12, converged_below=0.02, patience=1), 
 # until an epoch lowers its validation NLL by under 2% (nbsupport.claims.CONVERGED_BELOW), at most `epochs`
 # (the lessons' 8 left most E&M models still improving). The variants are the claims' (nbsupport.claims.shen).
 _SHEN_LAB = dict(epochs=20)
-# SCONES (notebooks/reproductions/scones.ipynb): notebook 06's toy at both levels with notebook 07's smaller model,
-# which reaches the convergence rule in 4-6 epochs (06's d_model 128, two layers a side, was still falling >10% after
-# 3 epochs); softmax and SCONES 0.2 and 1.0 (0.5 left out: alpha is chosen on dev between 0.2 and 1.0); the beams the
+# SCONES (notebooks/reproductions/scones.ipynb): notebook 06's toy at both levels with its model and training rule
+# (the convergence rule is reached in 4-6 epochs); softmax and SCONES 0.2 and 1.0 (0.5 left out: alpha is chosen on dev between 0.2 and 1.0); the beams the
 # claims read; exact search on every test source of at most 6 words. IBM-3 (notebook 07): its lab settings at two
 # temperatures, so that seed 0 is the lesson's models; its Hard-MoE (beyond the paper) is left out.
 _SCONES_LAB = dict(toy=dict(n_train=15000, model=_CURSE_MODEL_LAB, training=_CURSE_TRAINING_LAB,
