@@ -197,6 +197,35 @@ def test_quality_diversity_spread_labels_overlap_neither_each_other_nor_markers(
     plt.close(fig)
 
 
+def test_labels_of_points_with_error_bars_overlap_neither_each_other_nor_the_points():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from nbsupport.views import plots
+    # three methods at K = 2, 4, 8 crowded together, each with its bars: the first offset makes labels collide
+    pts = [(44 + 4 * i + k / 4, 60 + 0.6 * i - k / 8, f"{m}{k}", "C0", (43 + 4 * i, 45 + 4 * i + k / 4, 59, 61 + 0.6 * i))
+           for i, m in enumerate("HTM") for k in (2, 4, 8)]
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for x, y, _, _, (xl, xh, yl, yh) in pts:
+        ax.errorbar([x], [y], xerr=[[x - xl], [xh - x]], yerr=[[y - yl], [yh - y]], marker="o")
+    ax.set(xlim=(40, 60), ylim=(50, 70))
+    fig.canvas.draw()
+    naive = [ax.annotate(t, (x, y), xytext=(5, 4), textcoords="offset pixels", fontsize=7) for x, y, t, _, _ in pts]
+    first = [t.get_window_extent(fig.canvas.get_renderer()) for t in naive]
+    assert any(a.overlaps(b) for i, a in enumerate(first) for b in first[i + 1:])     # the test's crowding is real
+    for t in naive:
+        t.remove()
+    plots.label_points(ax, pts)
+    fig.canvas.draw()
+    boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in ax.texts]
+    assert sorted(t.get_text() for t in ax.texts) == sorted(p[2] for p in pts)
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    for x, y, *_ in pts:                                     # no label covers a marker
+        cx, cy = ax.transData.transform((x, y))
+        assert not any(b.x0 < cx < b.x1 and b.y0 < cy < b.y1 for b in boxes)
+    plt.close(fig)
+
+
 def test_only_methods_that_write_nearly_k_distinct_hypotheses_may_lead():
     distinct = {"beam": 4.0, "vnmt": 1.17, "hard_moe": 3.5, "sampling": 3.49}
     assert cmp.full_sets(distinct, 4) == ("beam", "hard_moe")          # 3.5 = K - 0.5 is enough, 3.49 is not

@@ -87,6 +87,30 @@ def _place_labels(fig, ax, points, human=None):
         placed.append(chosen)
 
 
+_LABEL_OFFSETS = ((5, 4), (5, -14), (-5, 4), (-5, -14), (8, 14), (8, -24), (-8, 14), (-8, -24), (12, -5), (-12, -5))
+
+
+def label_points(ax, points: Sequence[tuple[float, float, str, str, tuple[float, float, float, float]]]):
+    """Labels points drawn with error bars: ``points`` are (x, y, text, colour, (x_low, x_high, y_low,
+    y_high)); each text goes to the first nearby offset (pixels) whose box covers no marker, no error bar
+    and no label placed before it (the last offset if none is free). Call after the layout is fixed."""
+    ax.figure.canvas.draw()
+    renderer, px, boxes = ax.figure.canvas.get_renderer(), ax.transData.transform, []
+    dots = [px(p) for x, y, _, _, (xl, xh, yl, yh) in points for i in range(41)     # markers and bars, every few pixels
+            for p in ((xl + (xh - xl) * i / 40, y), (x, yl + (yh - yl) * i / 40))]
+    for x, y, text, colour, _ in points:
+        for dx, dy in _LABEL_OFFSETS:
+            t = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset pixels", fontsize=7, color=colour, zorder=6,
+                            ha="left" if dx > 0 else "right",
+                            bbox=dict(boxstyle="square,pad=0", fc="white", ec="none", alpha=0.8))
+            box = t.get_window_extent(renderer).padded(2)
+            if (dx, dy) == _LABEL_OFFSETS[-1] or not any(box.overlaps(o) for o in boxes) \
+                    and not any(box.contains(*d) for d in dots):
+                break
+            t.remove()
+        boxes.append(box)
+
+
 def quality_diversity_curves(curves: Mapping[str, Sequence[tuple[float, float, float, float]]],
                              ks: Sequence[int] | Mapping[str, Sequence[int]],
                              human: tuple[float, float] | None = None,
