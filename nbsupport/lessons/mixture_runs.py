@@ -277,3 +277,175 @@ def over_seeds(per_seed: list[dict]) -> dict:
 
 def agreement_of(history) -> float:
     return assignment_agreement(history.epochs[-1]["latent_by_label"])
+
+
+# Lesson 03: the flip-rate figure's marks; section 4, hMup trained three ways (Shen Table 1), measured and read
+
+
+def flip_figure_marks(ax, ks, p: float, papers: dict) -> None:
+    """Adds to ``ax`` each K's coin toss 1 - 1/K (dotted, in its curve's colour) and the papers' named rates at ``p`` (stars)."""
+    for line, k in zip(list(ax.get_lines()), ks):
+        ax.axhline(1 - 1 / k, color=line.get_color(), ls=":", lw=1,
+                   label="coin toss, 1 - 1/K (each K's colour)" if k == min(ks) else None)
+    ax.scatter([p] * len(papers), list(papers.values()), marker="*", s=150, color="crimson", zorder=4, label="the papers (K = 2)")
+    for i, (name, y) in enumerate(sorted(papers.items(), key=lambda kv: kv[1])):   # the lowest star's name below it
+        ax.annotate(name, (p, y), xytext=(8, -12 if i == 0 else 6), textcoords="offset points", fontsize=7, color="crimson")
+    ax.legend(fontsize=8)
+
+
+def train_and_measure(t: Task, variants: dict, device, dropout: float, seed: int, sentences: int, boot):
+    """Per column of ``variants`` (name -> MixtureConfig): (models, histories, evaluations with intervals, resampled metrics, hypotheses)."""
+    prefetch_variants(t, variants.values(), device, seeds=(seed,), dropouts=(dropout,))   # several at once on a CPU
+    models, hists, table, res, hyps = {}, {}, {}, {}, {}
+    for col, variant in variants.items():
+        models[col], hists[col] = train_variant(t, variant, device, dropout=dropout, seed=seed)
+        e = evaluate(models[col], t, sentences, seed=seed, history=hists[col])
+        hyps[col] = e.pop("hyps")                              # per test source, each expert's greedy translation
+        res[col] = resampled(hyps[col], t, boot, seed)
+        e["intervals"] = {m: res[col][m].interval().to_dict() for m in ("pairwise_bleu", "multi_ref_bleu", "coverage")}
+        table[col] = e
+    return models, hists, table, res, hyps
+
+
+def record_table1(run, table: dict, hists: dict, dropout: float) -> None:
+    """Records lesson 03's result keys (table1, grid, training, train_seconds, hMup.*) of :func:`train_and_measure`'s output."""
+    key = {col: f"strong.p{dropout}.{col.replace('&', '')}" for col in table}
+    for col, hist in hists.items():
+        run.record(("training", key[col]), {"valid_nll": [x["valid_nll"] for x in hist.epochs]})
+        run.record(("train_seconds", key[col]), hist.train_seconds)
+    run.record("table1", {"hMup": table})
+    run.record("grid", {key[c]: table[c] for c in ("E&M", "M")})
+    run.record("hMup.dropout", dropout)
+    for col in ("E&M", "M"):
+        run.record(f"hMup.{col.replace('&', '')}.pairwise_bleu", table[col]["pairwise_bleu"])
+
+
+def same_assignment(z_a, z_b, k: int) -> float:
+    """The share of pairs two models give the same expert, under the relabelling of experts that matches most."""
+    z_a, z_b = torch.as_tensor(z_a), torch.as_tensor(z_b)
+    return max(float((z_a.new_tensor(p)[z_a] == z_b).float().mean()) for p in itertools.permutations(range(k)))
+
+
+def shared_styles(conf, clean, tgt_out, hyps, near: float, vocab=None, hold: float = 0.2, split: float = 0.3) -> list[dict]:
+    """Per two experts each with a ``hold`` share or more of their pairs in one style: the styles, their near-ties, splitting words, identical-output share."""
+    conf, clean = [list(row) for row in conf], torch.as_tensor(clean).float()
+    z = clean.argmin(1).tolist()
+    best2 = clean.topk(2, dim=1, largest=False)
+    tied = (best2.values[:, 1] - best2.values[:, 0]) < near                   # the two best experts closer than `near`
+    pairs2 = [tuple(sorted(r)) for r in best2.indices.tolist()]
+    rows = [set(t) - {0} for t in torch.as_tensor(tgt_out).tolist()]            # each pair's target words (0: padding)
+    holders = [tuple(e for e, row in enumerate(conf) if 0 < row[s] >= hold * sum(row)) for s in range(len(conf[0]))]
+    out = []
+    for a, b in sorted({h[:2] for h in holders if len(h) > 1}):
+        def share(e, w):
+            return sum(w in r for r, ze in zip(rows, z) if ze == e) / max(z.count(e), 1)
+        apart = sorted(((abs(share(a, w) - share(b, w)), w) for w in set().union(*rows)), reverse=True)
+        words = [(vocab.decode([w]) if vocab else w, share(a, w), share(b, w)) for d, w in apart[:3]
+                 if d >= split and a in z and b in z]
+        out.append({"experts": (a, b), "styles": [s for s, h in enumerate(holders) if h[:2] == (a, b)], "words": words,
+                    "near_ties": int(sum(bool(t) and p == (a, b) for t, p in zip(tied.tolist(), pairs2))),
+                    "same_output": sum(h[a] == h[b] for h in hyps) / max(len(hyps), 1)})
+    return out
+
+
+def _optional(word) -> bool:
+    from ..data.synthetic import OPTIONAL
+    return any(word in words for _, _, words in OPTIONAL)
+
+
+def pair_note(f: dict, sep: str = " ") -> str:
+    """A short description of one :func:`shared_styles` finding: 'z=a, z=b: split by ...' or 'duplicates ...'."""
+    head = f"z={f['experts'][0]}, z={f['experts'][1]}: "
+    if f["words"]:
+        return head + "split by " + ", ".join(repr(w) for w, _, _ in f["words"])
+    return head + f"duplicates: {f['near_ties']} near-ties,{sep}the same translation on {f['same_output']:.0%} of test sources"
+
+
+def sharing_line(name: str, findings: list[dict], label: str) -> str:
+    """One printed sentence: which of a model's experts share a style and whether a word splits them or they are duplicates."""
+    if not findings:
+        return f"{name}: no two experts share a style; label {label}."
+    parts = []
+    for f in findings:
+        (a, b), styles = f["experts"], "+".join(map(str, f["styles"]))
+        kind = "optional word" if all(_optional(w) for w, _, _ in f["words"]) else "word"
+        parts.append(f"z={a} and z={b} share style{'s' if len(f['styles']) > 1 else ''} {styles} and "
+                     + (f"split {'them' if len(f['styles']) > 1 else 'it'} by the {kind}{'s' if len(f['words']) > 1 else ''} "
+                        + ", ".join(repr(w) for w, _, _ in f["words"]) if f["words"] else
+                        f"are duplicates: no word splits their pairs, the same translation on {f['same_output']:.0%} "
+                        "of test sources"))
+    return f"{name}: " + "; ".join(parts) + f"; label {label}."
+
+
+def style_bars(panels, k: int):
+    """A figure of stacked bars, one panel per (title, expert x style counts, note under it): each expert's pairs by style."""
+    from ..views.plots import plt
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.6), sharey=True, squeeze=False)
+    for ax, (title, conf, note) in zip(axes[0], panels):
+        bottom = [0] * k
+        for s in range(len(conf[0])):                        # one colour per style, stacked in each expert's bar
+            ax.bar(range(k), [row[s] for row in conf], bottom=bottom, color=f"C{s}", label=f"style {s}")
+            bottom = [b + row[s] for b, row in zip(bottom, conf)]
+        ax.set(title=title, xticks=range(k), xticklabels=[f"z={z}" for z in range(k)], xlabel="expert" + note)
+    axes[0][0].set_ylabel("training pairs in the epoch")
+    axes[0][-1].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def pairwise_quality_errorbars(intervals: dict, d2: float):
+    """A figure of (pairwise BLEU, multi-ref BLEU) intervals per model, x reversed, with the D2 threshold (an arrow when off the plot)."""
+    from ..views.plots import plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, (pw, q) in intervals.items():
+        ax.errorbar(pw.estimate, q.estimate, xerr=[[pw.estimate - pw.ci_low], [pw.ci_high - pw.estimate]],
+                    yerr=[[q.estimate - q.ci_low], [q.ci_high - q.estimate]], marker="o", ms=7, capsize=3, ls="none",
+                    label=name)
+    lo, hi = min(v[0].ci_low for v in intervals.values()) - 3, max(v[0].ci_high for v in intervals.values()) + 3
+    if lo <= d2 <= hi:
+        ax.axvline(d2, color="grey", ls="--", label="D2 threshold (left of it: latent ignored)")
+    else:                                   # off the plot: an arrow at the edge points to it (x reversed: higher to the left)
+        left = d2 > hi
+        ax.annotate(f"D2 threshold ({d2:.0f}) this way", xy=(0.01 if left else 0.99, 0.95), xycoords="axes fraction",
+                    xytext=(0.12 if left else 0.88, 0.95), ha="left" if left else "right", va="center",
+                    color="grey", fontsize=8, arrowprops=dict(arrowstyle="->", color="grey"))
+    ax.set(xlim=(hi, lo), ymargin=0.3,                     # x reversed; room for the legend and the arrow
+           xlabel="pairwise BLEU (reversed: right = more diverse)", ylabel="multi-ref BLEU (quality)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower center", ncol=2)
+    return fig
+
+
+def usage_table(hists: dict, names: dict) -> list[list]:
+    """Rows (epoch, then per model: pairs per expert 'a/b/c' and matched accuracy), '' past a model's last epoch."""
+    from .analysis import matched_accuracy
+    rows = []
+    for e in range(max(len(h.epochs) for h in hists.values())):
+        row = [e + 1]
+        for col in names:
+            ep = hists[col].epochs[e] if e < len(hists[col].epochs) else None
+            row += ["/".join(str(round(u)) for u in ep["usage"]), f"{matched_accuracy(ep['latent_by_label']):.2f}"] if ep else ["", ""]
+        rows.append(row)
+    return rows
+
+
+def epochs_all_styles(confs, share: float = 0.2) -> int:
+    """How many epochs' expert x style counts have every expert with every style at ``share`` or more of its pairs."""
+    return sum(all(n >= share * sum(row) > 0 for row in conf for n in row) for conf in confs)
+
+
+def expert_table(hyps: dict, test, j: int, names: dict) -> list[list]:
+    """Rows per expert for test source ``j``: each model's translation and its closest style; 'same as z=a' for a repeat."""
+    from ..metrics import sentence_bleu
+    def near(h):
+        return max(zip(test.labels[j], test.refs[j]), key=lambda r: sentence_bleu(h, r[1]))[0]
+    k = len(next(iter(hyps.values()))[j])
+    rows = []
+    for z in range(k):
+        row = [f"z = {z}"]
+        for col in names:
+            h = hyps[col][j]
+            first = h.index(h[z])
+            row.append(f"same as z = {first}" if first < z else f"{h[z]} (style {near(h[z])})")
+        rows.append(row)
+    return rows
