@@ -148,3 +148,143 @@ def convergence(history, converged_below: float, patience: int = 1) -> dict:
     valid = [e["valid_nll"] for e in history.epochs]
     return {"valid_nll": valid, "best_epoch": history.best_epoch, "epochs": len(valid),
             "converged": converged(history, converged_below, patience)}
+
+
+# --------------------------------------------------------------------------- notebook 07's tables, figure and records
+def quality_by_model(tasks: dict, raw: dict, gammas, models, exact: list[int], proven: list[int], n_beam: int,
+                     seed_beams, seed: int = 0, bleu: str = "multi_ref_bleu") -> dict:
+    """{"beam4", "exact", "beam4_on_proven", "states", "by_beam", "rel"}: per (gamma, model), the resampled
+    quality of beam 4 (first ``n_beam`` test sources) and, on the ``proven`` sentences of ``exact``, of the
+    mode, each seed beam, log2 prefixes expanded, and the mode's BLEU as % of softmax's beam 4."""
+    from .beam_curse import quality_stats, resampled_quality
+    from .. import stats
+    boot, boot_p = stats.Resamples(n_beam, seed=seed), stats.Resamples(max(len(proven), 1), seed=seed)
+    quality = lambda hyps, refs, b, on=None: resampled_quality(quality_stats(hyps, refs), b, on)
+    q = {k: {} for k in ("beam4", "exact", "beam4_on_proven", "states", "by_beam", "rel")}
+    for g in gammas:
+        t = tasks[g].corpus.test
+        ex_refs = [t.refs[i] for i in exact]
+        for n in models:
+            r = raw[g][n]
+            q["beam4"][g, n] = quality(r["beam4"]["hyps"], t.refs[:n_beam], boot)
+            if proven:                  # the mode, and the seed beams beside it, on the sentences proven everywhere
+                q["exact"][g, n] = quality(r["exact"]["hyps"], ex_refs, boot_p, proven)
+                q["beam4_on_proven"][g, n] = quality(r["beam4_exact_sources"]["hyps"], ex_refs, boot_p, proven)
+                q["by_beam"][g, n] = {**{f"beam {b}": quality(r["seeds"][b]["hyps"], ex_refs, boot_p, proven) for b in seed_beams},
+                                      "mode": q["exact"][g, n]}
+                log_states = np.log2(np.maximum(np.array(r["exact"]["expansions"], dtype=float), 1))[proven]
+                q["states"][g, n] = stats.Resampled(float(log_states.mean()), boot_p.mean(log_states))
+    if proven:
+        q["rel"] = {(g, n): stats.ratio(q["exact"][g, n][bleu], q["beam4_on_proven"][g, "softmax"][bleu], 100)
+                    for g in gammas for n in models}
+    return q
+
+
+def beam_table(by_beam: dict, gammas, models, bleu: str = "multi_ref_bleu", bleu_at=(1, 4, 16), len_at=(4,)):
+    """(rows, headers): per gamma and model, BLEU at the beams ``bleu_at`` and the mode, the length ratio
+    at the beams ``len_at`` and the mode (``by_beam[g, n]["beam b" | "mode"]``: resampled quality)."""
+    bleu_cols, len_cols = [f"beam {b}" for b in bleu_at] + ["mode"], [f"beam {b}" for b in len_at] + ["mode"]
+    rows = [[g, n] + [f"{by_beam[g, n][c][bleu].estimate:.1f}" for c in bleu_cols]
+            + [f"{by_beam[g, n][c]['len_ratio'].estimate:.2f}" for c in len_cols] for g in gammas for n in models]
+    short = lambda c: c.replace("beam ", "b")
+    return rows, ["gamma", "model"] + [f"BLEU {short(c)}" for c in bleu_cols] + [f"len {short(c)}" for c in len_cols]
+
+
+def curse_table(by_beam: dict, gamma, models, bleu: str = "multi_ref_bleu", modes: dict | None = None):
+    """(rows, headers, falls): per model at ``gamma``, the paired BLEU change from beam 1 and from beam 4 to
+    beam 16 and from beam 16 to the mode (estimate [95% interval]) and, given ``modes`` (model: token lists),
+    how many modes have at most one word ("the" among them); ``falls``: the models whose BLEU falls (whole
+    interval below 0) from beam 1 to 16 ("beams") and from beam 16 to the mode ("mode")."""
+    change = lambda n, a, b: (by_beam[gamma, n][b][bleu] - by_beam[gamma, n][a][bleu]).interval()
+    steps = [("beam 1", "beam 16"), ("beam 4", "beam 16"), ("beam 16", "mode")]
+    rows, falls = [], {"beams": [], "mode": []}
+    for n in models:
+        d = [change(n, a, b) for a, b in steps]
+        short = [] if modes is None else [f"{sum(len(t) <= 1 for t in modes[n])} of {len(modes[n])} "
+                                          f"({sum(t == ['the'] for t in modes[n])} 'the')"]
+        rows.append([n] + [x.format("+.1f") for x in d] + short)
+        falls["beams"] += [n] if d[0].ci_high < 0 else []
+        falls["mode"] += [n] if d[2].ci_high < 0 else []
+    headers = ["model", "BLEU b16 - b1", "b16 - b4", "mode - b16"] + ([] if modes is None else ["modes of <= 1 word"])
+    return rows, headers, falls
+
+
+def plot_by_gamma(ax, series: dict, gammas, ylabel: str):
+    """Draw one line per model (``series``: model -> one Resampled per gamma) with its 95% interval on
+    ``ax``, the gammas evenly spaced, and return ``ax``."""
+    for k, (n, rs) in enumerate(series.items()):
+        est, low, high = (np.array(v) for v in zip(*[(i.estimate, i.ci_low, i.ci_high) for i in (r.interval() for r in rs)]))
+        x = np.arange(len(gammas)) + 0.08 * (k - 1)           # models side by side
+        ax.errorbar(x, est, yerr=[est - low, high - est], marker="o", ls=":", capsize=3, label=n)
+    ax.set(xlabel="IBM-3 sampling temperature gamma (not to scale)", ylabel=ylabel, xticks=range(len(gammas)), xticklabels=gammas)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def the_and_full(model, src_vocab, tgt_vocab, source: str, hyps):
+    """(full, the, entropy): the token scores of the highest-scoring of ``hyps`` that is neither empty nor
+    "the" (the first of ``hyps`` if none is), those of "the" + EOS, and the entropy (nats) of the next token
+    after "the", all given ``source``."""
+    from ..data.vocab import BOS
+    from ..decode import token_scores
+    from ..search import ModelScorer
+    from ..views.live import source_tensor
+    fulls = [h for h in hyps if TOKENIZE(h) not in ([], ["the"])] or list(hyps[:1])
+    x = source_tensor([source], src_vocab, model).expand(len(fulls) + 1, -1)
+    the_ids = tgt_vocab.encode("the")                     # "the", EOS
+    the, *scored = token_scores(model, x, [the_ids] + [tgt_vocab.encode(h) for h in fulls])
+    lp = ModelScorer(model, x[:1])([BOS] + the_ids[:-1]).double()   # log P(w | x, the), every w
+    return max(scored, key=sum), the, float(-(lp.exp() * lp).sum())
+
+
+def stop_table(full: dict, stop: dict, modes: dict, base: str = "softmax"):
+    """(rows, headers): per model, the full translation's score and "the" + EOS's (sums of token log
+    scores), each also as its difference from ``base``'s, and the model's mode."""
+    rows = [[n, f"{full[n]:.2f}", f"{full[n] - full[base]:+.2f}", f"{stop[n]:.2f}", f"{stop[n] - stop[base]:+.2f}",
+             f"{stop[n] - full[n]:+.2f}", modes[n]] for n in full]
+    return rows, ["model", "full translation", f"minus {base}'s", "'the' + EOS", f"minus {base}'s", "'the' + EOS - full", "mode"]
+
+
+def lesson_records(gammas, models, q: dict, raw: dict, share: dict, proven: list[int], n_exact: int, ic: dict,
+                   ibm3, sampler, test_sources, seed: int = 0, bleu: str = "multi_ref_bleu"):
+    """(records, summary): notebook 07's result entries (key: value, for ``run.record``) and the summary
+    of its key numbers, from :func:`quality_by_model`'s ``q`` and the exact-search sweeps ``raw``."""
+    iv = lambda r: r.interval().to_dict()
+    records = {}
+    for g in gammas:
+        records[str(g)] = {f"{n}.{k}": v for n in models for k, v in {
+            "beam4_bleu": iv(q["beam4"][g, n]["bleu"]), "beam4_multi_ref_bleu": iv(q["beam4"][g, n][bleu]),
+            "beam4_len_ratio": iv(q["beam4"][g, n]["len_ratio"]), "proven_fraction": share[g, n],
+            "exact_s_per_sentence": raw[g][n]["exact"]["seconds_per_sentence"],
+            **({"exact_bleu": iv(q["exact"][g, n][bleu]), "exact_rel": iv(q["rel"][g, n]),
+                "beam4_bleu_on_proven": iv(q["beam4_on_proven"][g, n][bleu]),
+                "exact_len_ratio": iv(q["exact"][g, n]["len_ratio"]),
+                "beam4_len_ratio_on_proven": iv(q["beam4_on_proven"][g, n]["len_ratio"]),
+                "exact_empty_rate": iv(q["exact"][g, n]["empty_rate"]),
+                "exact_log2_states": iv(q["states"][g, n])} if proven else {})}.items()}
+    records["ibm"] = {"p1": ibm3.p1, "log_likelihood": ibm3.log_likelihood}      # EM's tables
+    records["exact_search"] = {"sentences": n_exact, "max_words": ic["exact_max_words"], "budget": ic["exact_budget"],
+                               "proven_everywhere": len(proven), "smallest_proven_share": min(share.values())}
+    grid, rng = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5], np.random.default_rng(seed)   # the tempered tables' entropy
+    records["entropy"] = {str(g): sampler.task_entropy(test_sources, g) for g in grid}
+    records["uniform_distortion_share"] = {str(g): float(np.mean([sampler.sample(s, g, rng).uniform_distortion
+                                                                  for s in test_sources])) for g in grid}
+    summary = {f"gamma {g} {n} beam4 multi-ref BLEU": q["beam4"][g, n][bleu].estimate for g in gammas for n in models}
+    summary.update({f"gamma {g} {n} exact_rel": q["rel"][g, n].estimate for g in gammas for n in models if proven})
+    summary["exact search: proven for all"] = f"{len(proven)} of {n_exact}"
+    return records, summary
+
+
+def measure(task: Task, model, exact: list[int], n_beam: int, seed_beams, budget: int, batch_size: int) -> dict:
+    """{"beam4", "beam4_exact_sources", "seeds", "exact"}: beam 4 on the first ``n_beam`` test sources and,
+    on the test sources ``exact``, each of the ``seed_beams`` then exact search (at most ``budget`` prefixes
+    expanded) bounded by their best output (:mod:`~nbsupport.lessons.beam_curse`'s sweeps)."""
+    from .beam_curse import beam_sweep, candidates, exact_sweep
+    t = task.corpus.test
+    ex_src, ex_refs = [t.src[i] for i in exact], [t.refs[i] for i in exact]
+    seeds = beam_sweep(model, task.src_vocab, task.tgt_vocab, ex_src, ex_refs, seed_beams)
+    beam4 = beam_sweep(model, task.src_vocab, task.tgt_vocab, t.src[:n_beam], t.refs[:n_beam], [4])[4]
+    found = exact_sweep(model, task.src_vocab, task.tgt_vocab, ex_src, ex_refs, budget,
+                        candidates=candidates(seeds, len(exact)), batch_size=batch_size)
+    return {"beam4": beam4, "beam4_exact_sources": seeds[4], "seeds": seeds, "exact": found}

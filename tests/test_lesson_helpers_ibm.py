@@ -1,0 +1,168 @@
+"""Notebook 07's helpers in nbsupport.lessons.ibm_tasks: its tables, figure, sweeps and records, on
+small made-up inputs whose answers are worked out by hand."""
+import math
+from types import SimpleNamespace
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+from nbsupport import stats  # noqa: E402
+from nbsupport.data.vocab import BOS, WordVocab  # noqa: E402
+from nbsupport.lessons import ibm_tasks  # noqa: E402
+from nbsupport.models import Transformer, TransformerConfig  # noqa: E402
+from nbsupport.search import ModelScorer  # noqa: E402
+
+R = stats.Resampled
+B = "multi_ref_bleu"
+
+
+def quality(bleu, values=None, length=1.0):
+    """A resampled quality dict: BLEU ``bleu`` (resamples ``values``, default a narrow spread), length ratio."""
+    values = np.array(values if values is not None else [bleu - 0.1, bleu, bleu + 0.1])
+    return {B: R(bleu, values), "len_ratio": R(length, np.full(3, length))}
+
+
+def by_beam(b1, b4, b16, mode, lengths=(1.0, 0.9, 0.8, 0.5)):
+    return {"beam 1": quality(*b1, lengths[0]) if isinstance(b1, tuple) else quality(b1, length=lengths[0]),
+            "beam 4": quality(b4, length=lengths[1]), "beam 16": quality(b16, length=lengths[2]),
+            "mode": quality(mode, length=lengths[3])}
+
+
+def test_beam_table_keeps_bleu_at_1_4_16_and_the_mode_and_length_at_4_and_the_mode():
+    BY = {(0.1, "softmax"): by_beam(90.0, 91.0, 92.0, 93.0), (1.0, "softmax"): by_beam(50.0, 60.0, 58.0, 28.0)}
+    rows, headers = ibm_tasks.beam_table(BY, [0.1, 1.0], ["softmax"])
+    assert headers == ["gamma", "model", "BLEU b1", "BLEU b4", "BLEU b16", "BLEU mode", "len b4", "len mode"]
+    assert rows[1] == [1.0, "softmax", "50.0", "60.0", "58.0", "28.0", "0.90", "0.50"]
+
+
+def test_curse_table_reads_the_paired_changes_and_counts_the_short_modes():
+    BY = {(1.0, "a"): by_beam(60.0, 60.0, 55.0, 20.0),          # b16 - b1 = -5 [-5, -5]: falls; mode falls
+          (1.0, "b"): by_beam(50.0, 50.0, 50.0, 50.0)}          # no change anywhere
+    modes = {"a": [["the"], [], ["a", "cat", "."]], "b": [["x", "."], ["y", "."], ["z", "."]]}
+    rows, headers, falls = ibm_tasks.curse_table(BY, 1.0, ["a", "b"], modes=modes)
+    assert headers[:4] == ["model", "BLEU b16 - b1", "b16 - b4", "mode - b16"]
+    assert rows[0][:4] == ["a", "-5.0 [-5.0, -5.0]", "-5.0 [-5.0, -5.0]", "-35.0 [-35.0, -35.0]"]
+    assert rows[0][4] == "2 of 3 (1 'the')" and rows[1][4] == "0 of 3 (0 'the')"
+    assert falls == {"beams": ["a"], "mode": ["a"]}
+    # a change whose interval straddles 0 does not count as a fall
+    BY[1.0, "b"]["beam 1"] = quality(51.0, [48.0, 51.0, 52.0])
+    assert ibm_tasks.curse_table(BY, 1.0, ["a", "b"])[2]["beams"] == ["a"]
+
+
+def test_stop_table_subtracts_softmaxs_scores():
+    rows, headers = ibm_tasks.stop_table({"softmax": -7.66, "scones_1.0": -8.25}, {"softmax": -8.19, "scones_1.0": -7.58},
+                                         {"softmax": "full", "scones_1.0": "'the'"})
+    assert headers[0] == "model" and headers[-1] == "mode"
+    assert rows[0] == ["softmax", "-7.66", "+0.00", "-8.19", "+0.00", "-0.53", "full"]
+    assert rows[1] == ["scones_1.0", "-8.25", "-0.59", "-7.58", "+0.61", "+0.67", "'the'"]
+
+
+def test_plot_by_gamma_draws_one_line_with_interval_per_model():
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    series = {n: [R(v, np.array([v - 1, v + 1])) for v in (10.0, 20.0, 30.0)] for n in ("a", "b")}
+    ibm_tasks.plot_by_gamma(ax, series, [0.1, 0.3, 1.0], "BLEU")
+    assert len(ax.containers) == 2 and [t.get_text() for t in ax.get_xticklabels()] == ["0.1", "0.3", "1.0"]
+    assert list(ax.lines[0].get_ydata()) == [10.0, 20.0, 30.0] and ax.get_ylabel() == "BLEU"
+    plt.close(fig)
+
+
+def fake_task(refs):
+    test = SimpleNamespace(src=[f"s{i}" for i in range(len(refs))], refs=refs)
+    return SimpleNamespace(corpus=SimpleNamespace(test=test))
+
+
+def fake_raw(hyps, expansions):
+    sweep = {"hyps": hyps}
+    return {"beam4": sweep, "beam4_exact_sources": sweep, "seeds": {1: sweep, 4: sweep},
+            "exact": {"hyps": hyps, "expansions": expansions}}
+
+
+def test_quality_by_model_perfect_hypotheses_and_the_relative_score():
+    refs = [["the cat sleeps .", "the cat sleeps ."], ["a dog runs far away .", "a dog runs far away ."]]
+    tasks, hyps = {1.0: fake_task(refs)}, [r[0] for r in refs]
+    raw = {1.0: {"softmax": fake_raw(hyps, [1, 4]), "scones_1.0": fake_raw(hyps, [2, 8])}}
+    q = ibm_tasks.quality_by_model(tasks, raw, [1.0], ["softmax", "scones_1.0"], exact=[0, 1], proven=[1],
+                                   n_beam=2, seed_beams=[1, 4])
+    assert q["beam4"][1.0, "softmax"][B].estimate == pytest.approx(100.0)
+    assert q["beam4"][1.0, "softmax"]["len_ratio"].estimate == pytest.approx(1.0)
+    assert set(q["by_beam"][1.0, "softmax"]) == {"beam 1", "beam 4", "mode"}
+    assert q["states"][1.0, "softmax"].estimate == pytest.approx(2.0)       # log2(4) on the proven sentence 1
+    assert q["states"][1.0, "scones_1.0"].estimate == pytest.approx(3.0)    # log2(8)
+    assert q["rel"][1.0, "scones_1.0"].estimate == pytest.approx(100.0)    # as good as softmax's beam 4
+    none = ibm_tasks.quality_by_model(tasks, raw, [1.0], ["softmax"], exact=[0, 1], proven=[], n_beam=2, seed_beams=[1, 4])
+    assert none["exact"] == {} and none["rel"] == {} and set(none["beam4"]) == {(1.0, "softmax")}
+
+
+def test_lesson_records_keys_and_values():
+    refs = [["the cat sleeps ."], ["a dog runs ."]]
+    tasks, hyps = {g: fake_task(refs) for g in (0.1, 1.0)}, [r[0] for r in refs]
+    models = ["softmax", "scones_1.0"]
+    raw = {g: {n: fake_raw(hyps, [1, 2]) for n in models} for g in tasks}
+    for g in tasks:
+        for n in models:
+            raw[g][n]["exact"]["seconds_per_sentence"] = 0.5
+    share = {(g, n): 0.5 if n == "softmax" else 1.0 for g in tasks for n in models}
+    sampler = SimpleNamespace(task_entropy=lambda srcs, g: {"t": g},
+                              sample=lambda s, g, rng: SimpleNamespace(uniform_distortion=g < 0.5))
+    ibm3 = SimpleNamespace(p1=0.1, log_likelihood={"model1": [-3.0, -2.0]})
+    for proven in ([0], []):
+        q = ibm_tasks.quality_by_model(tasks, raw, [0.1, 1.0], models, [0, 1], proven, 2, [1, 4])
+        records, summary = ibm_tasks.lesson_records([0.1, 1.0], models, q, raw, share, proven, 2,
+                                                    {"exact_max_words": 9, "exact_budget": 100}, ibm3, sampler, [["x"]] * 3)
+        assert list(records) == ["0.1", "1.0", "ibm", "exact_search", "entropy", "uniform_distortion_share"]
+        per = ["beam4_bleu", "beam4_multi_ref_bleu", "beam4_len_ratio", "proven_fraction", "exact_s_per_sentence"]
+        if proven:
+            per += ["exact_bleu", "exact_rel", "beam4_bleu_on_proven", "exact_len_ratio", "beam4_len_ratio_on_proven",
+                    "exact_empty_rate", "exact_log2_states"]
+        assert set(records["1.0"]) == {f"{n}.{k}" for n in models for k in per}
+        assert records["1.0"]["softmax.beam4_bleu"]["estimate"] == pytest.approx(100.0)
+        assert records["0.1"]["softmax.proven_fraction"] == 0.5
+        assert records["exact_search"] == {"sentences": 2, "max_words": 9, "budget": 100, "proven_everywhere": len(proven),
+                                           "smallest_proven_share": 0.5}
+        assert records["ibm"] == {"p1": 0.1, "log_likelihood": {"model1": [-3.0, -2.0]}}
+        assert records["entropy"]["0.3"] == {"t": 0.3}
+        assert records["uniform_distortion_share"] == {"0.05": 1.0, "0.1": 1.0, "0.2": 1.0, "0.3": 1.0, "0.5": 0.0,
+                                                       "0.7": 0.0, "1.0": 0.0, "1.5": 0.0}
+        assert summary["exact search: proven for all"] == f"{len(proven)} of 2"
+        assert ("gamma 1.0 softmax exact_rel" in summary) == bool(proven)
+
+
+VOCAB = WordVocab(["the", "cat", "sleeps", "."])
+
+
+def tiny_model():
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(src_vocab=len(VOCAB), tgt_vocab=len(VOCAB), d_model=32, n_heads=4, d_ff=64,
+                                         enc_layers=1, dec_layers=1, dropout=0.0)).eval()
+
+
+def test_the_and_full_scores_the_stop_and_the_best_full_translation():
+    model = tiny_model()
+    full, the, entropy = ibm_tasks.the_and_full(model, VOCAB, VOCAB, "cat sleeps", ["the", "", "the cat .", "cat sleeps ."])
+    src = torch.tensor([VOCAB.encode("cat sleeps")])
+    score = ModelScorer(model, src)
+    by_hand = lambda ids: [float(score([BOS] + ids[:k])[ids[k]]) for k in range(len(ids))]
+    assert the == pytest.approx(by_hand(VOCAB.encode("the")), abs=1e-4)          # log P(the | x), log P(EOS | x, the)
+    fulls = {h: by_hand(VOCAB.encode(h)) for h in ("the cat .", "cat sleeps .")}  # "the" and "" are not full translations
+    assert sum(full) == pytest.approx(max(sum(v) for v in fulls.values()), abs=1e-4)
+    lp = score([BOS] + VOCAB.encode("the")[:-1]).double()
+    assert entropy == pytest.approx(float(-(lp.exp() * lp).sum()), abs=1e-6) and 0 <= entropy <= math.log(len(VOCAB))
+    only_the, _, _ = ibm_tasks.the_and_full(model, VOCAB, VOCAB, "cat sleeps", ["the"])   # nothing else: the first
+    assert len(only_the) == 2
+
+
+def test_measure_seeds_exact_search_with_the_beams():
+    task = SimpleNamespace(corpus=SimpleNamespace(test=SimpleNamespace(src=["cat sleeps", "the cat", "sleeps"],
+                                                                       refs=[["the cat ."], ["cat ."], ["sleeps ."]])),
+                           src_vocab=VOCAB, tgt_vocab=VOCAB)
+    out = ibm_tasks.measure(task, tiny_model(), exact=[0, 2], n_beam=3, seed_beams=[1, 4], budget=50, batch_size=4)
+    assert set(out) == {"beam4", "beam4_exact_sources", "seeds", "exact"} and set(out["seeds"]) == {1, 4}
+    assert len(out["beam4"]["hyps"]) == 3 and len(out["exact"]["hyps"]) == 2
+    assert out["beam4_exact_sources"] is out["seeds"][4]
+    assert out["beam4_exact_sources"]["hyps"] == [out["beam4"]["hyps"][0], out["beam4"]["hyps"][2]]   # same sources, same beam
+    assert all(s >= b - 1e-4 for s, b in zip(out["exact"]["scores"], out["exact"]["seed_scores"]))
