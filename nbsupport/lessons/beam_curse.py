@@ -9,6 +9,7 @@ translations of at most ``max_len_a * source length + max_len_b`` tokens (and at
 model's ``max_len``), so its "global best" is the best within that length cap."""
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Sequence
@@ -17,6 +18,9 @@ import numpy as np
 import torch
 
 from .. import stats
+from ..data.synthetic import OPTIONAL as _OPTIONAL
+from ..data.synthetic import PREPOSITIONS as _PREPOSITIONS
+from ..data.synthetic import token_shares as _token_shares
 from ..data.batching import pad_batch
 from ..data.vocab import BOS, EOS
 from ..decode import MAX_LEN_A, MAX_LEN_B, decode, max_lengths, token_ids
@@ -24,6 +28,7 @@ from ..metrics import _tokens as metric_tokens
 from ..metrics import bleu_and_length
 from ..pipeline import train_many_in_parallel, train_model
 from ..search import BatchScorer, ModelScorer, best_first_search, exact_search, sequence_score
+from ..views import plots, tables
 
 PAPER_LABEL_SMOOTHING = 0.0   # section 3 and appendix C: softmax and SCONES trained without it
 
@@ -204,3 +209,191 @@ def sentences_per_second(model, src_vocab, sources: Sequence[str], method: str, 
             torch.cuda.synchronize()
         runs.append(time.perf_counter() - t0)
     return len(sources) / statistics.median(runs)
+
+
+# --------------------------------------------------------------------------- lesson 06's tables, figure and records
+_NAMES = ["manner adverb", "time phrase", "feeling", "frequency word"]     # the toy's optional phrases, in order
+# the word that opens each optional phrase (an adverb, "at", "with") -> its index; then the tokens that
+# settle how many optional phrases came before them: a place preposition (the manner adverb), "." (all)
+_OPENS = {w if template == "{}" else template.split()[0]: j for j, (_, template, words) in enumerate(_OPTIONAL) for w in words}
+_UPTO = {**_OPENS, **{p: 1 for p in _PREPOSITIONS}, ".": len(_NAMES)}
+OPTIONAL_WORDS = {w for _, template, words in _OPTIONAL if template == "{}" for w in words} | {"at", "with"}
+
+
+def _words(translation: str) -> list[str]:
+    return translation.replace(".", " .").split()
+
+
+def shares_why(translation: str) -> list[tuple[str, float, str]]:
+    """(token, q_i, why) of every token of a high-ambiguity toy translation, EOS last: q_i is the
+    product of the factors named in why (:func:`nbsupport.data.token_shares` computes q_i alone)."""
+    rows, decided, prev = [], 0, None                 # decided: optional phrases written or skipped so far
+    for tok in _words(translation) + ["EOS"]:
+        upto = _UPTO.get(tok, decided)
+        why = [f"{_NAMES[j]} skipped 0.5" for j in range(decided, upto)]           # left out just before this token
+        if tok in _OPENS:                                                           # it opens optional phrase `upto`
+            why, upto = why + ["written 0.5"] + ["its word 1/4"] * (_OPTIONAL[upto][1] == "{}"), upto + 1
+        elif prev in ("at", "with"):
+            why.append("its word 1/4")
+        elif tok not in _UPTO and tok not in ("the", "EOS"):                        # a content word
+            why.append("one of 4 forms")
+        decided, prev = max(decided, upto), tok
+        q = math.prod(0.5 if w.endswith("0.5") else 1 / 4 for w in why)
+        rows.append((tok, q, " x ".join(why) or "the only valid next token"))
+    return rows
+
+
+def share_table(translation: str) -> str:
+    """The table (token, q_i, why) of :func:`shares_why`, checked against ``token_shares`` at high ambiguity."""
+    rows = shares_why(translation)
+    if not np.allclose([r[1] for r in rows], _token_shares(translation, "high")):
+        raise ValueError("the why column's factors do not multiply to token_shares' q_i")
+    return tables.table([[tok, f"{q:.3f}", why] for tok, q, why in rows], ["token", "q_i", "why"])
+
+
+def without_optional(translation: str) -> str:
+    """The translation without its optional phrases (still valid: subject, verb, object, adjectives, place, ".")."""
+    words = _words(translation)
+    kept = [w for i, w in enumerate(words) if w not in OPTIONAL_WORDS and (i == 0 or words[i - 1] not in ("at", "with"))]
+    return " ".join(kept).replace(" .", ".")
+
+
+def optional_phrases(translation: str) -> int:
+    """How many optional phrases the translation writes."""
+    return sum(w in OPTIONAL_WORDS for w in _words(translation))
+
+
+@torch.no_grad()
+def next_token_rank(model, x, tokens: Sequence[int]) -> tuple[int, list[int]]:
+    """(rank of ``tokens[-1]`` among all tokens after ``tokens[:-1]``, 1 the best; the token ids above it)."""
+    prefix = torch.tensor([[BOS] + list(tokens[:-1])], device=x.device)
+    f = model.eval()(x, prefix)[0, -1]
+    above = (f > f[tokens[-1]]).nonzero().flatten().tolist()
+    return len(above) + 1, above
+
+
+def rank_table(models: dict, tgt_vocab, x, short: str) -> str:
+    """Per model: EOS's rank after "the", and "."'s rank where ``short`` ends (with the tokens above it)."""
+    rows = []
+    for name, model in models.items():
+        eos, _ = next_token_rank(model, x, tgt_vocab.encode("the"))
+        dot, above = next_token_rank(model, x, tgt_vocab.encode(short)[:-1])
+        rows.append([name, eos, dot, ", ".join(repr(tgt_vocab.itos[w]) for w in above) or "-"])
+    return tables.table(rows, ["model", "EOS rank after 'the'", f"'.' rank after '... {' '.join(_words(short)[-4:-1])}'",
+                               "ranked above '.'"])
+
+
+def search_error_table(models: dict, beams: Sequence[int], known: dict[str, str], search, score) -> str:
+    """Per model and beam: the output of ``search(model, beam)`` (a string), its score (``score(model,
+    translation)``), the score of "the", the best among ``known`` translations, every beam's output and
+    the output's cut (:func:`without_optional`), and the known ones it scores below (a search error)."""
+    rows = []
+    for name, model in models.items():
+        found = {b: search(model, b) for b in beams}
+        for b, y in found.items():
+            mine_known = {**known, "its cut": without_optional(y)}
+            s = {k: score(model, t) for k, t in {**mine_known, **{f"beam {c}'s output": z for c, z in found.items()}}.items()}
+            best, mine = max(s, key=s.get), s[f"beam {b}'s output"]
+            below = [k for k in mine_known if s[k] > mine + 1e-4]
+            what = "'the'" if y == "the" else "empty" if not y else f"{len(_words(y))} words, {optional_phrases(y)} optional phrases"
+            rows.append([name, b, what, f"{mine:.2f}", f"{score(model, 'the'):.2f}", f"{s[best]:.2f} ({best})",
+                         "below " + ", ".join(below) if below else "no"])
+    return tables.table(rows, ["model", "beam", "output", "its score", "'the' (≈ log ε)", "best known", "search error?"])
+
+
+def sweep_models(models: dict, tasks: dict, beams: Sequence[int], n: int, boot) -> tuple[dict, dict]:
+    """({(level, name): :func:`beam_sweep`}, {(level, name, beam): :func:`resampled_quality` plus
+    ``one_word``, the share of outputs of at most one word}) on the first ``n`` test sentences."""
+    sweeps, Q = {}, {}
+    for (level, name), model in models.items():
+        task, test = tasks[level], tasks[level].corpus.test
+        sweeps[level, name] = beam_sweep(model, task.src_vocab, task.tgt_vocab, test.src[:n], test.refs[:n], beams)
+        for b in beams:
+            hyps = sweeps[level, name][b]["hyps"]
+            Q[level, name, b] = resampled_quality(quality_stats(hyps, test.refs[:n]), boot)
+            one = np.array([len(h.split()) <= 1 for h in hyps], dtype=float)
+            Q[level, name, b]["one_word"] = stats.Resampled(float(one.mean()), boot.mean(one))
+    return sweeps, Q
+
+
+def sweep_table(Q: dict, level: str, models: Sequence[str], b4: int, big: int) -> str:
+    """Per model: multi-reference BLEU and length ratio (with intervals) at beams ``b4`` and ``big``, and
+    the share of outputs of at most one word at ``big``."""
+    iv = lambda name, b, metric, spec: Q[level, name, b][metric].interval().format(spec)
+    rows = [[name, iv(name, b4, "multi_ref_bleu", ".1f"), iv(name, big, "multi_ref_bleu", ".1f"),
+             iv(name, b4, "len_ratio", ".2f"), iv(name, big, "len_ratio", ".2f"),
+             f"{Q[level, name, big]['one_word'].estimate:.0%}"] for name in models]
+    return tables.table(rows, ["model", f"BLEU beam {b4}", f"BLEU beam {big}", f"length ratio beam {b4}",
+                               f"length ratio beam {big}", f"<= 1 word at beam {big}"])
+
+
+def paired_table(Q: dict, level: str, models: Sequence[str], b4: int, big: int) -> str:
+    """Per model: how the length ratio and BLEU move from beam ``b4`` to ``big`` (the paired
+    difference's interval read as rises / falls / not shown to move), and the one-word share at ``big``."""
+    rows = []
+    for name in models:
+        d = {k: (Q[level, name, big][k] - Q[level, name, b4][k]).interval() for k in ("len_ratio", "multi_ref_bleu")}
+        rows.append([name, f"{d['len_ratio'].says('rises', 'falls', 'not shown to move')} ({d['len_ratio'].format('+.2f')})",
+                     f"{d['multi_ref_bleu'].says('rises', 'falls', 'not shown to move')} ({d['multi_ref_bleu'].format('+.1f')})",
+                     f"{Q[level, name, big]['one_word'].estimate:.0%}"])
+    return tables.table(rows, ["model", f"length ratio, beam {big} - {b4}", f"BLEU, beam {big} - {b4}", f"<= 1 word at beam {big}"])
+
+
+_KEYS = (("multi_ref_bleu", "multi-reference BLEU"), ("len_ratio", "length ratio"), ("one_word", "share of outputs of <= 1 word"))
+_STYLE = [("o", "-"), ("s", "--"), ("^", "-."), ("x", ":")]          # marker, line: overlapping lines stay visible
+
+
+def _title(level: str) -> str:
+    return "the Bible (German → English)" if level == "bible" else f"{level} ambiguity"
+
+
+def curse_caption(Q: dict) -> str:
+    """The figure's caption: what to see, whether any output is empty, the levels with no one-word output."""
+    levels = list(dict.fromkeys(k[0] for k in Q))
+    empties = "no output is empty at any beam" if max(q["empty_rate"].estimate for q in Q.values()) == 0 else "some are empty"
+    flat = [_title(lv) for lv in levels if max(q["one_word"].estimate for k, q in Q.items() if k[0] == lv) == 0]
+    return (f"the three measures against the beam size ({empties}), 95% intervals shaded: a curve that falls "
+            "(for the one-word share: rises) as the beam grows is the curse"
+            + "".join(f"; at {lv} no output has <= 1 word at any beam" for lv in flat) + ".")
+
+
+def curse_figure(Q: dict, beams: Sequence[int], levels: Sequence[str], models: Sequence[str]):
+    """Figs. 3-4: BLEU, length ratio and one-word share against the beam, a row per level, a line per
+    model with its 95% interval shaded (of :func:`sweep_models`' ``Q``)."""
+    curves = {(lv, m, k): [Q[lv, m, b][k].estimate for b in beams] for lv in levels for m in models for k, _ in _KEYS}
+    fig = plots.beam_curves(curves, beams, levels=list(levels), models=list(models), metrics=list(_KEYS),
+                            caption=curse_caption({k: q for k, q in Q.items() if k[0] in levels and k[1] in models}))
+    for row, level in enumerate(levels):
+        panels = fig.axes[3 * row: 3 * row + 3]
+        panels[0].set_ylim(0, max(panels[0].get_ylim()[1], 40))
+        panels[2].set_ylim(-0.02, 1)                                       # a share: the whole 0..1
+        for ax, (key, _) in zip(panels, _KEYS):
+            for line, name, (marker, style) in zip(ax.get_lines(), models, _STYLE * len(models)):
+                line.set_marker(marker), line.set_linestyle(style)
+                band = [Q[level, name, b][key].interval() for b in beams]
+                ax.fill_between(beams, [i.ci_low for i in band], [i.ci_high for i in band], color=line.get_color(), alpha=0.15)
+    fig.axes[0].get_legend().remove()
+    fig.legend(fig.axes[0].get_lines(), list(models), loc="lower center", ncol=len(models), bbox_to_anchor=(0.5, 1.0))
+    return fig
+
+
+def records(sweeps: dict, Q: dict, beams: Sequence[int], models: Sequence[str]) -> dict[str, dict]:
+    """The results to record per level ("toy_low", "toy_high", "bible"): per model, BLEU and the share of
+    empty outputs by beam, multi-reference BLEU and the length ratio by beam with their intervals."""
+    out = {}
+    for level in dict.fromkeys(k[0] for k in sweeps):
+        out["bible" if level == "bible" else f"toy_{level}"] = {name: {
+            "bleu_by_beam": {b: sweeps[level, name][b]["bleu"] for b in beams},
+            **{f"{m}_by_beam": {b: Q[level, name, b][m].interval().to_dict() for b in beams} for m in ("multi_ref_bleu", "len_ratio")},
+            "empty_rate_by_beam": {b: sweeps[level, name][b]["empty_rate"] for b in beams}} for name in models}
+    return out
+
+
+def curse_summary(Q: dict, models: Sequence[str], b4: int, big: int, level: str = "high") -> str:
+    """One sentence: which models' BLEU falls, holds or rises from beam ``b4`` to ``big`` (paired
+    interval), with their one-word shares at ``big``."""
+    moves = {n: (Q[level, n, big]["multi_ref_bleu"] - Q[level, n, b4]["multi_ref_bleu"]).interval().says("rises", "falls", "holds")
+             for n in models}
+    parts = [", ".join(ns) + f": BLEU {v} (one-word outputs " + ", ".join(f"{Q[level, n, big]['one_word'].estimate:.0%}" for n in ns) + ")"
+             for v in ("falls", "holds", "rises") if (ns := [n for n in models if moves[n] == v])]
+    return f"{_title(level)}, beam {big} against {b4}: " + "; ".join(parts) + "."

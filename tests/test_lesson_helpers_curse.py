@@ -1,0 +1,148 @@
+"""Lesson 06's helpers in nbsupport/lessons/beam_curse.py, on small made-up inputs computed by hand."""
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from nbsupport.data.vocab import EOS, WordVocab  # noqa: E402
+from nbsupport.lessons import beam_curse as bc  # noqa: E402
+from nbsupport.stats import Resampled  # noqa: E402
+
+SENTENCE = "the cat sees the dog beyond the road with care."
+
+
+def test_shares_why_names_the_factors_of_each_q():
+    rows = bc.shares_why(SENTENCE)
+    assert [t for t, _, _ in rows] == "the cat sees the dog beyond the road with care . EOS".split()
+    assert [q for _, q, _ in rows] == pytest.approx([1, .25, .25, 1, .25, .5, 1, .25, .25, .25, .5, 1])
+    why = {i: w for i, (_, _, w) in enumerate(rows)}
+    assert why[0] == "the only valid next token" and why[1] == "one of 4 forms"
+    assert why[5] == "manner adverb skipped 0.5"                        # no adverb before the place phrase
+    assert why[8] == "time phrase skipped 0.5 x written 0.5"          # "with" opens the feeling; no time phrase
+    assert why[9] == "its word 1/4" and why[10] == "frequency word skipped 0.5"
+    table = bc.share_table(SENTENCE)
+    assert table.splitlines()[0].split() == ["token", "q_i", "why"] and "0.062" not in table and len(table.splitlines()) == 14
+
+
+def test_share_table_refuses_factors_that_disagree_with_token_shares():
+    with pytest.raises(ValueError, match="token_shares"):
+        bc.share_table("the xyz sees the dog beyond the road.")      # not a content word: q = 1, not 1/4
+
+
+def test_without_optional_and_optional_phrases():
+    full = "the cat sees the dog quietly beyond the road at dawn with care twice."
+    assert bc.without_optional(full) == "the cat sees the dog beyond the road."
+    assert bc.optional_phrases(full) == 4 and bc.optional_phrases(SENTENCE) == 1
+    assert bc.optional_phrases(bc.without_optional(full)) == 0
+
+
+class FixedLogits(torch.nn.Module):
+    """Logits after a prefix of length t: rows[t - 1] (whatever the source)."""
+    def __init__(self, rows):
+        super().__init__()
+        self.rows = torch.tensor(rows, dtype=torch.float)
+
+    def forward(self, x, y):
+        return self.rows[: y.shape[1]][None]
+
+
+VOCAB = WordVocab.build(["the cat ."])       # <pad> <s> </s> <unk> . cat the
+
+
+def test_next_token_rank_and_rank_table():
+    #                pad  bos  eos  unk   .   cat  the
+    after_bos = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 9.0]
+    after_the = [0.0, 0.0, 3.0, 0.0, 1.0, 5.0, 4.0]       # EOS ranks 3 (cat, the above it)
+    after_cat = [0.0, 0.0, 9.0, 0.0, 2.0, 1.0, 0.0]       # "." ranks 2 (EOS above it)
+    model = FixedLogits([after_bos, after_the, after_cat])
+    x = torch.zeros(1, 2, dtype=torch.long)
+    rank, above = bc.next_token_rank(model, x, VOCAB.encode("the"))
+    assert rank == 3 and sorted(VOCAB.itos[w] for w in above) == ["cat", "the"]
+    assert bc.next_token_rank(model, x, VOCAB.encode("the cat .")[:-1]) == (2, [EOS])
+    line = bc.rank_table({"m": model}, VOCAB, x, "the cat.").splitlines()[2].split()
+    assert line[:3] == ["m", "3", "2"] and line[3] == "'</s>'"
+
+
+def test_search_error_table_flags_known_translations_that_score_higher():
+    outputs = {1: "the cat sees the dog quietly.", 4: "the"}     # 7 tokens with "."
+    scores = {"the": -5.0, "the cat sees the dog quietly.": -6.0, "the cat sees the dog.": -4.0, "the dog.": -9.0}
+    table = bc.search_error_table({"m": None}, [1, 4], {"'the'": "the", "`full`": "the dog."},
+                                  search=lambda m, b: outputs[b], score=lambda m, y: scores[y])
+    beam1, beam4 = (line.split("  ") for line in table.splitlines()[2:])
+    beam1, beam4 = [c.strip() for c in beam1 if c.strip()], [c.strip() for c in beam4 if c.strip()]
+    assert beam1 == ["m", "1", "7 words, 1 optional phrases", "-6.00", "-5.00", "-4.00 (its cut)", "below 'the', its cut"]
+    assert beam4 == ["m", "4", "'the'", "-5.00", "-5.00", "-5.00 ('the')", "no"]
+
+
+def R(estimate, spread=0.0):
+    """A metric whose resamples spread evenly +-spread around its estimate."""
+    return Resampled(estimate, estimate + np.linspace(-spread, spread, 101))
+
+
+def made_up_q():
+    """Two models at beams 4 and 64: a's BLEU falls from 30 to 20 and its length ratio from 1.0 to 0.5;
+    b's holds within its interval."""
+    Q = {}
+    for level in ("low", "high"):
+        for name, (bleu, ratio, one) in {"a": ((30, 20), (1.0, 0.5), (0.0, 0.4)), "b": ((30, 31), (1.0, 1.0), (0.0, 0.0))}.items():
+            for i, b in enumerate((4, 64)):
+                spread = 3.0 if name == "b" else 0.0
+                Q[level, name, b] = {"multi_ref_bleu": R(bleu[i], spread * i), "len_ratio": R(ratio[i]),
+                                     "one_word": R(one[i] if level == "high" else 0.0), "empty_rate": R(0.0)}
+    return Q
+
+
+def test_sweep_and_paired_tables_and_summary_read_the_made_up_numbers():
+    Q = made_up_q()
+    rows = bc.sweep_table(Q, "high", ["a", "b"], 4, 64).splitlines()
+    assert "BLEU beam 64" in rows[0] and rows[2].split()[:4] == ["a", "30.0", "[30.0,", "30.0]"]
+    assert rows[2].rstrip().endswith("40%") and rows[3].rstrip().endswith("0%")
+    paired = bc.paired_table(Q, "high", ["a", "b"], 4, 64).splitlines()
+    assert "falls (-0.50 [-0.50, -0.50])" in paired[2] and "falls (-10.0 [-10.0, -10.0])" in paired[2]
+    assert "not shown to move (+0.00 [+0.00, +0.00])" in paired[3] and "not shown to move (+1.0" in paired[3]
+    assert bc.curse_summary(Q, ["a", "b"], 4, 64) == \
+        "high ambiguity, beam 64 against 4: a: BLEU falls (one-word outputs 40%); b: BLEU holds (one-word outputs 0%)."
+
+
+def test_curse_figure_shades_an_interval_per_line_and_captions_the_empty_panels(capsys):
+    Q = made_up_q()
+    fig = bc.curse_figure(Q, [4, 64], ["low", "high"], ["a", "b"])
+    assert len(fig.axes) == 6
+    assert all(len(ax.collections) == 2 and len(ax.get_lines()) == 2 for ax in fig.axes)      # a band per model
+    assert fig.axes[2].get_ylim() == (-0.02, 1) and fig.axes[0].get_ylim()[0] == 0
+    assert [line.get_linestyle() for line in fig.axes[3].get_lines()] == ["-", "--"]
+    caption = capsys.readouterr().out
+    assert "no output is empty at any beam" in caption and "at low ambiguity no output has <= 1 word" in caption
+    assert "at high ambiguity no output" not in caption
+
+
+def test_records_per_level_with_intervals():
+    Q = made_up_q()
+    sweeps = {(lv, n): {b: {"bleu": 10.0 * b, "empty_rate": 0.1} for b in (4, 64)} for lv in ("low", "high") for n in "ab"}
+    r = bc.records(sweeps, Q, [4, 64], ["a", "b"])
+    assert set(r) == {"toy_low", "toy_high"} and set(r["toy_high"]) == {"a", "b"}
+    assert r["toy_high"]["a"]["bleu_by_beam"] == {4: 40.0, 64: 640.0}
+    assert r["toy_high"]["a"]["len_ratio_by_beam"][64] == {"estimate": 0.5, "ci_low": 0.5, "ci_high": 0.5}
+    assert r["toy_low"]["b"]["empty_rate_by_beam"] == {4: 0.1, 64: 0.1}
+
+
+def test_sweep_models_measures_each_model_and_beam_on_the_first_n():
+    from nbsupport.models import Transformer, TransformerConfig
+    from nbsupport.stats import Resamples
+    src_v, tgt_v = WordVocab.build(["a b c d e f g"]), WordVocab.build(["u v w x y z"])
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(src_vocab=len(src_v), tgt_vocab=len(tgt_v), d_model=16, n_heads=2, d_ff=32,
+                                          enc_layers=1, dec_layers=1)).eval()
+    test = SimpleNamespace(src=["a b c", "d e f g", "a c e", "b d f", "g"], refs=[["u v", "w"]] * 5)
+    tasks = {"low": SimpleNamespace(src_vocab=src_v, tgt_vocab=tgt_v, corpus=SimpleNamespace(test=test))}
+    sweeps, Q = bc.sweep_models({("low", "m"): model}, tasks, [1, 2], 4, Resamples(4, seed=0))
+    assert set(Q) == {("low", "m", 1), ("low", "m", 2)}
+    for b in (1, 2):
+        hyps = sweeps["low", "m"][b]["hyps"]
+        assert len(hyps) == 4                                                # the first n only
+        assert Q["low", "m", b]["one_word"].estimate == pytest.approx(sum(len(h.split()) <= 1 for h in hyps) / 4)
+        assert Q["low", "m", b]["multi_ref_bleu"].estimate == pytest.approx(sweeps["low", "m"][b]["multi_ref_bleu"], abs=1e-6)
