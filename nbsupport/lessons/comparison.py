@@ -275,3 +275,257 @@ def method_view(name: str, model, t: Task, sentence: str, k: int, references=(),
     if references:
         parts.append(compare_table([f"ref {i}" for i in range(len(references))], list(references), column="reference"))
     return page(*parts)
+
+
+# --- Notebook 08's tables, figure and printed readings (the lesson keeps its rules inline) ---
+
+def final_mark(h: str) -> str:
+    """The final punctuation mark of ``h`` (the toy's style s ends in PUNCTUATION[s % 4]); "" if none."""
+    from ..data.synthetic import PUNCTUATION
+    return max((m for m in PUNCTUATION if h.endswith(m)), key=len, default="")
+
+
+def _words(s: str) -> list[str]:
+    return "".join(ch if ch.isalnum() else " " for ch in s).split()
+
+
+def nearest_reference(h: str, refs) -> int:
+    """The index of the reference of ``refs`` with the highest sentence BLEU against ``h`` (the first on ties)."""
+    from ..metrics import sentence_bleu
+    return max(range(len(refs)), key=lambda j: sentence_bleu(h, refs[j]))
+
+
+def example_table(hyps: dict, refs, labels) -> str:
+    """A table of each method's hypotheses of one source ({method: [hypothesis]}), with the style of
+    its nearest reference (``labels[j]``: reference j's style) and its final mark."""
+    from ..views.tables import table
+    return table([[n, labels[nearest_reference(h, refs)], final_mark(h) or "-", h] for n, hs in hyps.items() for h in hs],
+                 ["method", "nearest style", "mark", "hypothesis"])
+
+
+def beam_reading(hyps: list[str], refs) -> str:
+    """A word pair the first hypothesis writes that no reference does (with how many hypotheses write it
+    and the references' pair ending in the same word), and the words the hypotheses do not all share."""
+    pairs = lambda s: list(zip(_words(s), _words(s)[1:]))
+    ref_pairs = {p for r in refs for p in pairs(r)}
+    wrong = next((p for p in pairs(hyps[0]) if p not in ref_pairs), None)
+    out = []
+    if wrong:
+        right = next((" ".join(p) for r in refs for p in pairs(r) if p[1] == wrong[1] and p[0] != wrong[0]), "?")
+        out.append(f"writes '{' '.join(wrong)}' in {sum(wrong in pairs(h) for h in hyps)} of {len(hyps)} (references: '{right}')")
+    vary = [w for w in dict.fromkeys(w for h in hyps for w in _words(h)) if not all(w in _words(h) for h in hyps)]
+    return "; ".join(out + [f"its hypotheses differ only in: {', '.join(vary) or 'nothing'}"])
+
+
+def values_table(hyps: dict, refs) -> str:
+    """A table of each latent model's hypotheses of one source ({model: [hypothesis of value z]}): BLEU
+    against the nearest reference, the weakest value and the number of distinct strings marked."""
+    from ..metrics import sentence_bleu
+    from ..views.tables import table
+    near = lambda h: max(sentence_bleu(h, r) for r in refs)
+    rows = []
+    for n, hs in hyps.items():
+        weak = min(range(len(hs)), key=lambda z: near(hs[z]))
+        rows += [[n if z == 0 else "", z, f"{near(h):.0f}" + (" (weakest)" if z == weak else ""), h or "(empty)"]
+                 for z, h in enumerate(hs)]
+        rows[-len(hs)][0] = f"{n} ({len(set(hs))} distinct)"
+    return table(rows, ["model", "z", "BLEU", "hypothesis"])
+
+
+def shared_words(hyps: list[str], refs) -> str:
+    """The words in every hypothesis that are not in every reference, in order ("none" if none)."""
+    common = lambda ss: [w for w in dict.fromkeys(_words(ss[0])) if all(w in _words(s) for s in ss)]
+    return " ".join(w for w in common(hyps) if w not in common(refs)) or "none"
+
+
+def tuning_table(settings: dict, ks) -> str:
+    """The dev-set choice of every tuned method ({(method, K): setting}) per K, marked at its grid's ends."""
+    from ..views.tables import table
+    name = {"top_k": "top-k's k", "top_p": "nucleus's p", "diversity": "diverse beam's δ"}
+    tuned = [n for n in GRIDS if any((n, k) in settings for k in ks)]
+
+    def shown(n, k):
+        (option, grid), = GRIDS[n].items()
+        v = settings[n, k][option]
+        return f"{v:g}" + {min(grid): " (grid's smallest)", max(grid): " (grid's largest)"}.get(v, "")
+    return table([[f"K={k}"] + [shown(n, k) for n in tuned] for k in ks],
+                 ["chosen on dev"] + [name[o] for n in tuned for o in GRIDS[n]])
+
+
+def tuning_reading(tuning: dict, human: dict, quality: str = "multi_ref_bleu") -> str:
+    """Whether every top-k and nucleus setting tried on the dev set ({"name.K": [scores]}) is above the
+    dev references' quality and less diverse than them (then d picks the most diverse one)."""
+    tried = [r for key, t in tuning.items() if key.split(".")[0] in ("topk", "nucleus") for r in t]
+    yes = tried and all(r[quality] >= human[quality] and r["pairwise_bleu"] > human["pairwise_bleu"] for r in tried)
+    return ("Top-k and nucleus: every setting is above the dev references' quality and less diverse, so d picks the most diverse"
+            if yes else "Top-k and nucleus: not every setting is both above the dev references' quality and less diverse")
+
+
+TAGS = {"sampling": "s", "beam": "b", "diverse_beam": "d", "hard_moe": "H", "hMlp": "M", "vnmt": "V",
+        "target_conditioning": "T"}
+
+
+def frontier(R: dict, names, ks, quality: str = "multi_ref_bleu") -> list[tuple[float, float]]:
+    """The (pairwise BLEU, quality) points of ``names`` at every K that no other of them beats on both
+    axes (lower pairwise BLEU, higher quality), by pairwise BLEU."""
+    pts = [(R[n, k]["pairwise_bleu"].estimate, R[n, k][quality].estimate) for n in names for k in ks]
+    return sorted(p for p in pts if not any(q != p and q[0] <= p[0] and q[1] >= p[1] for q in pts))
+
+
+def above_frontier(point: tuple[float, float], line: list[tuple[float, float]]) -> bool:
+    """Does (pairwise BLEU, quality) ``point`` lie above the piecewise-linear ``line`` where the line spans its x?"""
+    x, y = point
+    return any(a <= x <= b and y > ya + (yb - ya) * (x - a) / max(b - a, 1e-9)
+               for (a, ya), (b, yb) in zip(line, line[1:]))
+
+
+def plane_figure(R: dict, human: dict, decoding, latent, ks, quality: str = "multi_ref_bleu"):
+    """Notebook 08's quality-diversity plane, decoding methods (sampling, beam, diverse beam) and latent
+    models side by side, 95% bars, the human star and the decoding methods' frontier: (figure, frontier)."""
+    import matplotlib.pyplot as plt
+
+    from ..views.plots import label_points
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharex=True, sharey=True)
+    colour = dict(zip(COMPARED, ["C0", "C1", "C2", "C4", "C5", "C6", "C8", "C9", "k", "navy"]))   # no red, no grey
+    shown = [n for n in ("sampling", "beam", "diverse_beam") if n in decoding]
+    best = frontier(R, shown, ks, quality)
+    err = lambda ivs: [[max(0, v.estimate - v.ci_low) for v in ivs], [max(0, v.ci_high - v.estimate) for v in ivs]]
+    labels = {ax: [] for ax in axes}
+    for ax, (title, names) in zip(axes, (("decoding methods (one baseline)", shown),
+                                         ("latent models", sorted(latent, key=lambda n: n == "hard_moe")))):
+        if best:
+            ax.plot(*zip(*best), color="0.7", ls="--", lw=2, zorder=1, label="decoding methods' best, any K")
+        for n in names:
+            ivs = [(R[n, k]["pairwise_bleu"].interval(), R[n, k][quality].interval()) for k in ks]
+            ax.errorbar([a.estimate for a, _ in ivs], [b.estimate for _, b in ivs], xerr=err([a for a, _ in ivs]),
+                        yerr=err([b for _, b in ivs]), lw=1, capsize=2, color=colour[n], marker="o", ms=5,
+                        label=f"{n} ({TAGS.get(n, n)})", zorder=3 + (n == "hard_moe"))
+            labels[ax] += [(a.estimate, b.estimate, f"{TAGS.get(n, n)}{k}", colour[n], (a.ci_low, a.ci_high, b.ci_low, b.ci_high))
+                           for k, (a, b) in zip(ks, ivs)]
+        ax.scatter(human["pairwise_bleu"], human[quality], marker="*", s=250, color="crimson", zorder=5,
+                   label="human point (its pairwise BLEU is the target)")
+        ax.set(title=title, xlabel="pairwise BLEU (reversed: right = more diverse)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    axes[0].set_ylabel("multi-reference BLEU (quality)")
+    axes[0].invert_xaxis()
+    fig.tight_layout()                      # the layout fixed, the K labels are placed in pixels
+    for ax, pts in labels.items():
+        label_points(ax, pts)
+    return fig, best
+
+
+def final_marks(hyps, boot) -> Resampled:
+    """The mean number of distinct final marks among a source's hypotheses (one per style), on ``boot``'s resamples."""
+    per_source = [len({final_mark(h) for h in hs} - {""}) for hs in hyps]
+    return Resampled(sum(per_source) / len(per_source), boot.mean(per_source))
+
+
+def k_eq_s_table(R: dict, human_R: dict, marks: dict, k: int, s: int, quality: str = "multi_ref_bleu") -> str:
+    """Every method's scores at K = ``k`` with 95% intervals, its distinct final marks and whether coverage is
+    above, below or not shown apart (≈) from them (paired), then the human point."""
+    from ..views.tables import table
+    rows = [[n] + [R[n, k][m].interval().format(f) for m, f in (("pairwise_bleu", ".1f"), (quality, ".1f"), ("coverage", ".2f"))]
+            + [f"{marks[n].estimate:.2f}", (R[n, k]["coverage"] - marks[n]).interval().says("above", "below", "≈")]
+            for n in marks]
+    rows.append(["human", human_R["pairwise_bleu"].interval().format(".1f"), human_R[quality].interval().format(".1f"),
+                 f"{s}", f"{s}", ""])
+    return table(rows, ["method", "pairwise BLEU", "multi-ref BLEU", f"coverage (of {s})", "final marks", "coverage vs marks"])
+
+
+def inside(R: dict, name: str, other: str, ks, quality: str = "multi_ref_bleu") -> bool:
+    """Do ``name``'s estimates lie inside ``other``'s 95% intervals on both axes at every K?"""
+    return all(R[other, k][m].interval().ci_low <= R[name, k][m].estimate <= R[other, k][m].interval().ci_high
+               for k in ks for m in ("pairwise_bleu", quality))
+
+
+def purity_table(found: dict, weakest: dict, k: int, s: int) -> str:
+    """The latent models' purity ({model: (purity, Interval, styles owned, reading)}) and weakest value's BLEU."""
+    from ..views.tables import table
+    return table([[n, f"{iv.format('.2f')} {side}", f"{o} of {s}", f"{weakest[n]:.1f}"] for n, (_, iv, o, side) in found.items()],
+                 ["latent model", f"purity at K = {k} [95%]", "styles that are a value's main one", "weakest value's BLEU"])
+
+
+def sets_table(R: dict, rows: dict, sets: dict, k: int, quality: str = "multi_ref_bleu") -> str:
+    """A table of hypothesis sets at K = ``k`` ({row label: method}): distinct strings, coverage, quality and
+    pairwise BLEU with 95% intervals."""
+    from ..views.tables import table
+    return table([[s, f"{rows[n, k]['distinct']:.1f} of {k}"] + [R[n, k][m].interval().format(f) for m, f in
+                  (("coverage", ".2f"), (quality, ".1f"), ("pairwise_bleu", ".1f"))] for s, n in sets.items()],
+                 [f"K = {k}", "distinct", "coverage", "multi-ref BLEU", "pairwise BLEU"])
+
+
+def top_up_table(margins: dict) -> str:
+    """Each top-up's paired margins over Hard-MoE alone ({top-up: {metric: Interval}}) read as better / worse /
+    ≈ (the interval holds 0) on coverage, quality and diversity (lower pairwise BLEU is better)."""
+    from ..views.tables import table
+    word = lambda m, iv: iv.says(*(("worse", "better") if m == "pairwise_bleu" else ("better", "worse")), "≈")
+    metrics = list(next(iter(margins.values())))
+    return table([[t] + [word(m, iv) for m, iv in ms.items()] for t, ms in margins.items()],
+                 ["against hard_moe alone"] + [{"pairwise_bleu": "diversity", "multi_ref_bleu": "quality"}.get(m, m)
+                                               for m in metrics])
+
+
+def beaten_by(a: str, k: int, full, R: dict, latent, decoding, quality: str = "multi_ref_bleu"):
+    """A method of ``full`` as cheap to train as ``a`` (a decoding method for a decoding ``a``) that is clearly
+    (paired interval) more diverse and better than ``a`` at K = ``k``; None if none."""
+    peers = [b for b in full if b != a and (a in latent or b in decoding)]
+    return next((b for b in peers if (R[a, k]["pairwise_bleu"] - R[b, k]["pairwise_bleu"]).interval().ci_low > 0
+                 and (R[b, k][quality] - R[a, k][quality]).interval().ci_low > 0), None)
+
+
+def signed(v: float) -> str:
+    """``v`` with its sign, two decimals (a bound near 0 in one significant digit, never "+0.00")."""
+    return "0.00" if v == 0 else f"{v:+.2f}" if abs(v) >= 0.005 else f"{v:+.1g}"
+
+
+def pick_text(p: dict) -> str:
+    """One grid cell: "A +m [lo, hi] over B" for a clear pick ({"method", "runner_up", "clear", "margin"}), "A ≈ B" for a tie."""
+    if not p["clear"]:
+        return f"{p['method']} ≈ {p['runner_up']}"
+    m = p["margin"]
+    return p["method"] + (f" {signed(m['estimate'])} [{signed(m['ci_low'])}, {signed(m['ci_high'])}] over {p['runner_up']}"
+                          if m else "")
+
+
+def grid_table(recommendation: dict, ks, s: int) -> str:
+    """The recommendation grid ({need: {"K<k>": pick}}): one row per need, one column per K."""
+    from ..views.tables import table
+    return table([[need] + [pick_text(r[f"K{k}"]) for k in ks] for need, r in recommendation.items()],
+                 ["need"] + [f"K={k}" + (" (= S)" if k == s else " (> S)" if k > s else "") for k in ks])
+
+
+def avoid_text(avoid: dict, alone_at=()) -> str:
+    """One line per K from {K: {method: "below the bar" | "<method> beats it"}}; Hard-MoE is named "hard_moe
+    alone" at the K of ``alone_at`` (where its top-ups compete)."""
+    lines = []
+    for k, why in avoid.items():
+        low = [n + (" alone" if n == "hard_moe" and k in alone_at else "") for n, w in why.items() if w == "below the bar"]
+        beat = [f"{n} ({w})" for n, w in why.items() if w != "below the bar"]
+        parts = (["below the bar: " + ", ".join(low)] if low else []) + ([", ".join(beat)] if beat else [])
+        lines.append(f"avoid at K={k}: " + ("; ".join(parts) or "none"))
+    return "\n".join(lines)
+
+
+# the opening answer's rows: (row, the grid's need it rests on, the methods it names; None: a latent model that
+# found the styles, or past K = S a top-up of it)
+ANSWER = (("cover the styles", "cover the styles", None), ("are the best", "quality first", None),
+          ("most varied wording", "most varied wording", ("sampling",)),
+          ("one ordinary model, to cover", "no latent model: cover", ("diverse_beam",)),
+          ("one ordinary model, for quality", "no latent model: quality", ("beam",)))
+
+
+def named(pick: dict) -> list[str]:
+    """The methods a grid cell names: its pick, and its runner-up where the two tie."""
+    return [pick["method"]] + ([pick["runner_up"]] if not pick["clear"] else [])
+
+
+def answer_table(recommendation: dict, ks, found, top_ups) -> str:
+    """The opening answer row by row against the grid ({need: {"K<k>": pick}}): per K, "yes" where the grid
+    picks or ties the row's method (a model of ``found``, or one of ``top_ups``, for the first two rows)."""
+    from ..views.tables import table
+    rows = []
+    for row, need, use in ANSWER:
+        ok = lambda ns: any(n in (use or [*found, *top_ups]) for n in ns)
+        rows.append([row] + ["yes" if ok(named(recommendation[need][f"K{k}"])) else "no" for k in ks])
+    return table(rows, ["the opening answer's row"] + [f"K={k}" for k in ks])
