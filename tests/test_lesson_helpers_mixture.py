@@ -116,3 +116,11 @@ def test_record_table1_writes_the_lessons_keys():
     assert rec[("training", "strong.p0.1.EM")] == {"valid_nll": [3.0, 2.0]} and rec[("train_seconds", "strong.p0.1.no")] == 5.0
     assert set(rec["grid"]) == {"strong.p0.1.EM", "strong.p0.1.M"} and rec["hMup.EM.pairwise_bleu"] == 70.0
     assert rec["hMup.dropout"] == 0.1 and rec["table1"] == {"hMup": table}
+
+
+def test_largest_rise_names_the_epoch_where_matched_accuracy_jumps():
+    mixed = [[4, 3, 3], [3, 4, 3], [3, 3, 4]]                       # 12 of 30 matched
+    apart = [[10, 0, 0], [0, 10, 0], [0, 0, 10]]                     # 30 of 30
+    assert mr.largest_rise([mixed, mixed, apart]) == (3, pytest.approx(0.4), pytest.approx(1.0))
+    assert mr.largest_rise([mixed]) is None
+    assert mr.largest_rise([apart, mixed]) is None                   # a fall is not a rise

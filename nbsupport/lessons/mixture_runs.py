@@ -449,3 +449,11 @@ def expert_table(hyps: dict, test, j: int, names: dict) -> list[list]:
             row.append(f"same as z = {first}" if first < z else f"{h[z]} (style {near(h[z])})")
         rows.append(row)
     return rows
+
+
+def largest_rise(confs):
+    """The epoch (1-based) whose matched accuracy rose most over the epoch before, with (before, after); None if it never rose."""
+    from .analysis import matched_accuracy
+    acc = [matched_accuracy(c) for c in confs]
+    e = max(range(1, len(acc)), key=lambda i: acc[i] - acc[i - 1], default=None)
+    return (e + 1, acc[e - 1], acc[e]) if e is not None and acc[e] > acc[e - 1] else None
