@@ -264,3 +264,188 @@ LABEL_MEANING = {"D1": "D1, one expert trained: the E-step sends (nearly) every 
                  "D2": "D2, latent ignored: the experts write (nearly) the same sentence",
                  "ok": "neither D1 nor D2: each expert writes its own good translation",
                  "mixed": "its seeds got different labels"}
+
+
+# --------------------------------------------------------------------------- lesson 04: expert collapse
+def style_of(hyp: str, k: int = 3) -> str:
+    """The one toy style of 0..k-1 (as a str) whose final mark and verb phrase (voice, tense, synonym) ``hyp`` has, else "none"."""
+    from ..data import synthetic as syn
+    words, fits = f" {hyp[:-1]} ", []
+    for s in range(k):
+        f = syn.style_features(s)
+        past, which = f["tense"] == "past", f["synonyms"]
+        verbs = [f"{'was' if past else 'is'} {v[which][2]} by" if f["voice"] == "passive" else v[which][past] for v in syn.VERBS]
+        if hyp.endswith(f["punctuation"]) and any(f" {v} " in words for v in verbs):
+            fits.append(str(s))
+    return fits[0] if len(fits) == 1 else "none"
+
+
+def content_right(hyp: str, refs: Sequence[str], labels: Sequence[int]) -> bool:
+    """Whether ``hyp`` without the toy's optional phrases is word for word the reference of its own style (:func:`style_of`)."""
+    from ..data import synthetic as syn
+    free = {w for _, template, words in syn.OPTIONAL for w in template.format(" ".join(words)).split()}
+    core = lambda t: [w for w in t[:-1].split() if w not in free]   # noqa: E731
+    style = style_of(hyp, len(refs))
+    return style != "none" and int(style) in labels and core(hyp) == core(refs[list(labels).index(int(style))])
+
+
+def marker_columns(hyps, refs, labels) -> dict:
+    """Per model, from its K translations per source: how many different majority styles its experts write, their purity
+    ("none" counts against it, is never a majority), and the share of sources whose content is right, per expert and mean."""
+    k = len(hyps[0])
+    counts = [Counter(style_of(hs[z], k) for hs in hyps) for z in range(k)]
+    majority = [max(((n, s) for s, n in c.items() if s != "none"), default=(0, "none")) for c in counts]
+    by_z = [sum(content_right(hs[z], rs, ls) for hs, rs, ls in zip(hyps, refs, labels)) / len(hyps) for z in range(k)]
+    return {"styles_by_markers": len({s for _, s in majority} - {"none"}),
+            "purity_by_markers": sum(n for n, _ in majority) / (k * len(hyps)),
+            "content_right": sum(by_z) / k, "content_right_by_z": by_z}
+
+
+def usage_text(usage) -> str:
+    """A usage histogram (pairs per expert) as its rounded counts, space-separated: "1303 1399 1298"."""
+    return " ".join(f"{u:.0f}" for u in usage)
+
+
+def latent_greedy(model, task, sentence: str, device) -> list[str]:
+    """The K greedy translations of one source sentence, one per fixed expert z."""
+    from ..data.batching import pad_batch
+    from ..decode import decode
+    src = pad_batch([task.src_vocab.encode(sentence)]).to(device)
+    return [task.tgt_vocab.decode(h.tokens) for h in decode(model, src, "latent_greedy")[0]]
+
+
+def expert_panels(hyps: dict, usage: dict, refs, labels) -> str:
+    """HTML: side by side, per model its K translations of one source, each with its style and whether its content is right."""
+    from ..views.live import compare_table
+    tables = [compare_table([f"z={z}" for z in range(len(hs))], hs, title=f"{name} (usage {usage[name]})", column="translation",
+                            extra={"its style": [style_of(h, len(hs)) for h in hs],
+                                   "content": ["right" if content_right(h, refs, labels) else "wrong" for h in hs]})
+              for name, hs in hyps.items()]
+    return "<div style='display:flex; flex-wrap:wrap; gap:24px'>" + "".join(tables) + "</div>"
+
+
+def collapse_table(table: dict) -> str:
+    """Lesson 04's diagnosis table: per mixture its usage, per-latent BLEU, pairwise BLEU [95%], styles, content, label."""
+    from ..views.tables import table as text_table
+    rows = [[n, usage_text(e["usage"]), " ".join(f"{b:.1f}" for b in e["per_latent_bleu_1ref"]),
+             e["intervals"]["pairwise_bleu"].format(".1f"), f"{e['styles_by_markers']} ({e['purity_by_markers']:.2f})",
+             " ".join(f"{r:.0%}" for r in e["content_right_by_z"]), e["label"]] for n, e in table.items()]
+    return text_table(rows, ["mixture", "usage", "per-latent BLEU, best first", "pairwise BLEU [95%]", "styles (purity)",
+                             "content right per z", "label"])
+
+
+def record_collapse(run, table: dict, hists: dict) -> None:
+    """Write lesson 04's results: the thresholds, each mixture's row (intervals as dicts) and its dev loss per epoch."""
+    run.record("rule", {"D1_RATIO": D1_RATIO, "D2_PAIRWISE": D2_PAIRWISE})
+    run.record("training", {})
+    for name, e in table.items():
+        run.record(name, {**e, "intervals": {m: i.to_dict() for m, i in e["intervals"].items()}})
+        run.record(("training", name), [ep["valid_nll"] for ep in hists[name].epochs])
+
+
+def second_share(usage) -> float:
+    """The second-busiest expert's share of the pairs in a usage histogram."""
+    return sorted(usage)[-2] / sum(usage)
+
+
+def diagnosis_figure(table: dict, order: Sequence[str]):
+    """Each mixture by its second-busiest expert's share (x) and pairwise BLEU with its 95% interval (y), the D1 and D2 bands shaded."""
+    import matplotlib.pyplot as plt
+    colour = {label: f"C{i}" for i, label in enumerate(dict.fromkeys(table[n]["label"] for n in order))}
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.axvspan(-0.03, 0.01, color="grey", alpha=0.2)                 # D1 by usage: no second expert above 1%
+    ax.axhspan(D2_PAIRWISE, 103, color="grey", alpha=0.2)            # D2: copies
+    ax.text(0.02, 27, "← D1: one expert does the work", ha="left", va="center", fontsize=8)
+    ax.text(0.15, 93.5, "D2: every expert writes the same", ha="center", va="center", fontsize=8)
+    for i, (name, marker) in enumerate(zip(order, "o^svDP")):
+        e, pw = table[name], table[name]["intervals"]["pairwise_bleu"]
+        ax.errorbar(second_share(e["usage"]), pw.estimate, yerr=[[pw.estimate - pw.ci_low], [pw.ci_high - pw.estimate]],
+                    capsize=3, marker=marker, ms=15 - 1.5 * i, mfc="none", mew=1.5, color=colour[e["label"]],
+                    linestyle="none", label=f"{name}: {e['label']}")
+    ax.set(xlim=(-0.03, 0.5), ylim=(-4, 103), xlabel="share of the training pairs given to the second-busiest expert",
+           ylabel="pairwise BLEU (100: copies)")
+    ax.legend(*zip(*[(c[0], c.get_label()) for c in ax.containers]), fontsize=8, markerscale=0.6, loc="center left",
+              bbox_to_anchor=(1.01, 0.5))                            # markers, no bars
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def prior_lean(model, batches, usage) -> dict:
+    """A learned-prior mixture's hard E-step over ``batches`` without its prior: ``busy`` (the expert with the most
+    ``usage``), ``no_prior`` (pairs won per expert by NLL alone), ``log_prior`` (mean log p(z|x) per z) and ``gain``
+    (the most nats by which any expert fits a pair better than the busy one)."""
+    import torch
+    busy, wins, log_prior, gain = max(range(len(usage)), key=lambda z: usage[z]), None, [], []
+    with torch.no_grad():
+        for s, i, o, *_ in batches:
+            memory, mask = model.encode(s)
+            nll = model.expert_nll(memory, mask, i, o).cpu()             # -log p(y|z,x): (pairs, K)
+            counts = torch.bincount(nll.argmin(1), minlength=nll.shape[1])
+            wins = counts if wins is None else wins + counts
+            log_prior.append(model.log_prior(memory, mask).cpu())
+            gain.append(nll[:, busy] - nll.min(1).values)
+    return {"busy": busy, "no_prior": wins.tolist(), "log_prior": torch.cat(log_prior).mean(0).tolist(),
+            "gain": torch.cat(gain).max().item()}
+
+
+def lean_table(lean: dict, usage) -> str:
+    """Per expert (of :func:`prior_lean`): the pairs it wins without the prior, with it (``usage``), its mean log p(z|x)."""
+    from ..views.tables import table as text_table
+    rows = [[f"z={z}", n, f"{u:.0f}", f"{lp:.1f}"] for z, (n, u, lp) in enumerate(zip(lean["no_prior"], usage, lean["log_prior"]))]
+    return text_table(rows, ["expert", "pairs won without the prior", "with it (last epoch)", "mean log p(z|x)"])
+
+
+def usage_figure(hists: dict, names: dict):
+    """One panel per model (``names``: model -> what it changes): each expert's share of the training pairs per epoch."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(names), figsize=(11, 3.2), sharey=True, squeeze=False)
+    for ax, (name, change) in zip(axes[0], names.items()):
+        share = [[u / sum(ep["usage"]) for u in ep["usage"]] for ep in hists[name].epochs]   # (epochs, K)
+        epochs = list(range(1, len(share) + 1))
+        for z in range(len(share[0])):
+            ax.plot(epochs, [s[z] for s in share], marker="osDv^"[z % 5], ms=max(9 - 2 * z, 3), mfc="none",
+                    label=f"expert z={z}")                              # hollow: coinciding ones show
+        ax.axhline(1 / len(share[0]), color="grey", linestyle=":", linewidth=1)
+        ax.set(title=f"{name} ({change})", xlabel="epoch", xticks=epochs, ylim=(-0.03, 1.03))
+        ax.title.set_fontsize(9)
+    axes[0][0].set_ylabel("share of the training pairs")
+    axes[0][-1].legend(fontsize=8, loc="center right")
+    fig.tight_layout()
+    return fig
+
+
+def busiest_share(hists: dict, names) -> dict:
+    """Per model, the busiest expert's share of the training pairs in the first and in the last epoch."""
+    def share(ep):
+        return max(ep["usage"]) / sum(ep["usage"])
+    return {n: (share(hists[n].epochs[0]), share(hists[n].epochs[-1])) for n in names}
+
+
+def style_split_by_epoch(hists: dict, names: Sequence[str]) -> list[list]:
+    """Rows (epoch, then per model the E-step's :func:`matched_accuracy` of its expert x style mass that epoch, '' past its last)."""
+    rows = []
+    for e in range(max(len(hists[n].epochs) for n in names)):
+        rows.append([e + 1] + [f"{matched_accuracy(hists[n].epochs[e]['latent_by_label']):.2f}"
+                               if e < len(hists[n].epochs) else "" for n in names])
+    return rows
+
+
+def quality_diversity_figure(table: dict, human: dict, order: Sequence[str]):
+    """The paper's Fig. 2 for lesson 04: pairwise BLEU against multi-reference BLEU, 95% intervals, coloured by diagnosis."""
+    import matplotlib.pyplot as plt
+    from ..views.plots import quality_diversity
+    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    for e in table.values():
+        pw, q = e["intervals"]["pairwise_bleu"], e["intervals"]["multi_ref_bleu"]
+        ax.errorbar(pw.estimate, q.estimate, xerr=[[pw.estimate - pw.ci_low], [pw.ci_high - pw.estimate]],
+                    yerr=[[q.estimate - q.ci_low], [q.ci_high - q.estimate]], fmt="none", ecolor="grey", capsize=2)
+    quality_diversity({n: (table[n]["pairwise_bleu"], table[n]["multi_ref_bleu"]) for n in order},
+                      human=(human["pairwise_bleu"], human["multi_ref_bleu"]), ax=ax, quality_label="multi-reference BLEU (quality)",
+                      spread_labels=True, groups={n: e["label"] for n, e in table.items()})
+    for t in ax.texts:                       # a name level with its marker lies on its error bar: above it, or below a close one
+        n = t.get_text()
+        if n in table and abs(t.xyann[1]) < 8:
+            close = any(0 < table[m]["multi_ref_bleu"] - table[n]["multi_ref_bleu"] < 4 for m in table)
+            t.xyann = (t.xyann[0], -10 if close else 10)
+    return fig
