@@ -53,6 +53,18 @@ def test_curse_table_reads_the_paired_changes_and_counts_the_short_modes():
     assert ibm_tasks.curse_table(BY, 1.0, ["a", "b"])[2]["beams"] == ["a"]
 
 
+def test_run_answer_prints_beam4_bleu_the_curse_and_the_modes():
+    q = {"beam4": {(g, n): quality(b) for g, n, b in [(0.1, "a", 90.0), (1.0, "a", 60.0), (0.1, "b", 91.0), (1.0, "b", 61.0)]},
+         "exact": {(1.0, "a"): quality(20.0), (1.0, "b"): quality(61.0, [60.0, 61.0, 62.0])},
+         "beam4_on_proven": {(1.0, "a"): quality(60.0), (1.0, "b"): quality(61.0)}}
+    lines = ibm_tasks.run_answer(q, [0.1, 1.0], ["a", "b"], {"beams": [], "mode": ["a"]},
+                                 {"a": [["the"], ["the"], ["x", "."]], "b": [["x", "."]] * 3})
+    assert lines[0] == "beam-4 BLEU at gamma 0.1 / 1.0: a 90.0 / 60.0; b 91.0 / 61.0"
+    assert "from beam 1 to 16 for no model; from beam 16 to the mode for a" in lines[1]
+    assert lines[2] == "modes at gamma 1.0 vs beam 4: a worse, 2 of 3 'the'; b not shown apart, 0 'the'"
+    assert ibm_tasks.run_answer(q, [0.1, 1.0], ["a", "b"]) == lines[:1]          # nothing proven: beam 4 only
+
+
 def test_stop_table_subtracts_softmaxs_scores():
     rows, headers = ibm_tasks.stop_table({"softmax": -7.66, "scones_1.0": -8.25}, {"softmax": -8.19, "scones_1.0": -7.58},
                                          {"softmax": "full", "scones_1.0": "'the'"})
@@ -87,14 +99,14 @@ def test_quality_by_model_perfect_hypotheses_and_the_relative_score():
     tasks, hyps = {1.0: fake_task(refs)}, [r[0] for r in refs]
     raw = {1.0: {"softmax": fake_raw(hyps, [1, 4]), "scones_1.0": fake_raw(hyps, [2, 8])}}
     q = ibm_tasks.quality_by_model(tasks, raw, [1.0], ["softmax", "scones_1.0"], exact=[0, 1], proven=[1],
-                                   n_beam=2, seed_beams=[1, 4])
+                                   n_beam=2, start_beams=[1, 4])
     assert q["beam4"][1.0, "softmax"][B].estimate == pytest.approx(100.0)
     assert q["beam4"][1.0, "softmax"]["len_ratio"].estimate == pytest.approx(1.0)
     assert set(q["by_beam"][1.0, "softmax"]) == {"beam 1", "beam 4", "mode"}
     assert q["states"][1.0, "softmax"].estimate == pytest.approx(2.0)       # log2(4) on the proven sentence 1
     assert q["states"][1.0, "scones_1.0"].estimate == pytest.approx(3.0)    # log2(8)
     assert q["rel"][1.0, "scones_1.0"].estimate == pytest.approx(100.0)    # as good as softmax's beam 4
-    none = ibm_tasks.quality_by_model(tasks, raw, [1.0], ["softmax"], exact=[0, 1], proven=[], n_beam=2, seed_beams=[1, 4])
+    none = ibm_tasks.quality_by_model(tasks, raw, [1.0], ["softmax"], exact=[0, 1], proven=[], n_beam=2, start_beams=[1, 4])
     assert none["exact"] == {} and none["rel"] == {} and set(none["beam4"]) == {(1.0, "softmax")}
 
 
@@ -160,7 +172,7 @@ def test_measure_seeds_exact_search_with_the_beams():
     task = SimpleNamespace(corpus=SimpleNamespace(test=SimpleNamespace(src=["cat sleeps", "the cat", "sleeps"],
                                                                        refs=[["the cat ."], ["cat ."], ["sleeps ."]])),
                            src_vocab=VOCAB, tgt_vocab=VOCAB)
-    out = ibm_tasks.measure(task, tiny_model(), exact=[0, 2], n_beam=3, seed_beams=[1, 4], budget=50, batch_size=4)
+    out = ibm_tasks.measure(task, tiny_model(), exact=[0, 2], n_beam=3, start_beams=[1, 4], budget=50, batch_size=4)
     assert set(out) == {"beam4", "beam4_exact_sources", "seeds", "exact"} and set(out["seeds"]) == {1, 4}
     assert len(out["beam4"]["hyps"]) == 3 and len(out["exact"]["hyps"]) == 2
     assert out["beam4_exact_sources"] is out["seeds"][4]

@@ -152,10 +152,10 @@ def convergence(history, converged_below: float, patience: int = 1) -> dict:
 
 # --------------------------------------------------------------------------- notebook 07's tables, figure and records
 def quality_by_model(tasks: dict, raw: dict, gammas, models, exact: list[int], proven: list[int], n_beam: int,
-                     seed_beams, seed: int = 0, bleu: str = "multi_ref_bleu") -> dict:
+                     start_beams, seed: int = 0, bleu: str = "multi_ref_bleu") -> dict:
     """{"beam4", "exact", "beam4_on_proven", "states", "by_beam", "rel"}: per (gamma, model), the resampled
     quality of beam 4 (first ``n_beam`` test sources) and, on the ``proven`` sentences of ``exact``, of the
-    mode, each seed beam, log2 prefixes expanded, and the mode's BLEU as % of softmax's beam 4."""
+    mode, each start beam, log2 prefixes expanded, and the mode's BLEU as % of softmax's beam 4."""
     from .beam_curse import quality_stats, resampled_quality
     from .. import stats
     boot, boot_p = stats.Resamples(n_beam, seed=seed), stats.Resamples(max(len(proven), 1), seed=seed)
@@ -167,10 +167,10 @@ def quality_by_model(tasks: dict, raw: dict, gammas, models, exact: list[int], p
         for n in models:
             r = raw[g][n]
             q["beam4"][g, n] = quality(r["beam4"]["hyps"], t.refs[:n_beam], boot)
-            if proven:                  # the mode, and the seed beams beside it, on the sentences proven everywhere
+            if proven:                  # the mode, and the start beams beside it, on the sentences proven everywhere
                 q["exact"][g, n] = quality(r["exact"]["hyps"], ex_refs, boot_p, proven)
                 q["beam4_on_proven"][g, n] = quality(r["beam4_exact_sources"]["hyps"], ex_refs, boot_p, proven)
-                q["by_beam"][g, n] = {**{f"beam {b}": quality(r["seeds"][b]["hyps"], ex_refs, boot_p, proven) for b in seed_beams},
+                q["by_beam"][g, n] = {**{f"beam {b}": quality(r["seeds"][b]["hyps"], ex_refs, boot_p, proven) for b in start_beams},
                                       "mode": q["exact"][g, n]}
                 log_states = np.log2(np.maximum(np.array(r["exact"]["expansions"], dtype=float), 1))[proven]
                 q["states"][g, n] = stats.Resampled(float(log_states.mean()), boot_p.mean(log_states))
@@ -276,14 +276,33 @@ def lesson_records(gammas, models, q: dict, raw: dict, share: dict, proven: list
     return records, summary
 
 
-def measure(task: Task, model, exact: list[int], n_beam: int, seed_beams, budget: int, batch_size: int) -> dict:
+def run_answer(q: dict, gammas, models, falls: dict | None = None, modes: dict | None = None,
+               bleu: str = "multi_ref_bleu") -> list[str]:
+    """This run's answer to notebook 07's question, in short lines: beam-4 BLEU per model at each gamma and,
+    given ``falls`` (:func:`curse_table`) and ``modes`` (model: token lists of the proven modes), where the
+    curse shows at the highest gamma and how each mode there compares with its beam-4 output (paired)."""
+    hi = gammas[-1]
+    lines = ["beam-4 BLEU at gamma " + " / ".join(map(str, gammas)) + ": "
+             + "; ".join(f"{n} " + " / ".join(f"{q['beam4'][g, n][bleu].estimate:.1f}" for g in gammas) for n in models)]
+    if falls is not None and modes is not None:
+        lines.append(f"the curse at gamma {hi}: from beam 1 to 16 for {', '.join(falls['beams']) or 'no model'}; "
+                     f"from beam 16 to the mode for {', '.join(falls['mode']) or 'no model'}")
+        said = {n: (q["exact"][hi, n][bleu] - q["beam4_on_proven"][hi, n][bleu]).interval().says("better", "worse")
+                for n in models}
+        the = {n: sum(t == ["the"] for t in modes[n]) for n in models}
+        lines.append(f"modes at gamma {hi} vs beam 4: " + "; ".join(
+            f"{n} {said[n]}, {the[n]}" + (f" of {len(modes[n])}" if k == 0 else "") + " 'the'" for k, n in enumerate(models)))
+    return lines
+
+
+def measure(task: Task, model, exact: list[int], n_beam: int, start_beams, budget: int, batch_size: int) -> dict:
     """{"beam4", "beam4_exact_sources", "seeds", "exact"}: beam 4 on the first ``n_beam`` test sources and,
-    on the test sources ``exact``, each of the ``seed_beams`` then exact search (at most ``budget`` prefixes
+    on the test sources ``exact``, each of the ``start_beams`` then exact search (at most ``budget`` prefixes
     expanded) bounded by their best output (:mod:`~nbsupport.lessons.beam_curse`'s sweeps)."""
     from .beam_curse import beam_sweep, candidates, exact_sweep
     t = task.corpus.test
     ex_src, ex_refs = [t.src[i] for i in exact], [t.refs[i] for i in exact]
-    seeds = beam_sweep(model, task.src_vocab, task.tgt_vocab, ex_src, ex_refs, seed_beams)
+    seeds = beam_sweep(model, task.src_vocab, task.tgt_vocab, ex_src, ex_refs, start_beams)
     beam4 = beam_sweep(model, task.src_vocab, task.tgt_vocab, t.src[:n_beam], t.refs[:n_beam], [4])[4]
     found = exact_sweep(model, task.src_vocab, task.tgt_vocab, ex_src, ex_refs, budget,
                         candidates=candidates(seeds, len(exact)), batch_size=batch_size)
