@@ -72,9 +72,10 @@ def test_search_error_table_flags_known_translations_that_score_higher():
     scores = {"the": -5.0, "the cat sees the dog quietly.": -6.0, "the cat sees the dog.": -4.0, "the dog.": -9.0}
     table = bc.search_error_table({"m": None}, [1, 4], {"'the'": "the", "`full`": "the dog."},
                                   search=lambda m, b: outputs[b], score=lambda m, y: scores[y])
+    assert table.splitlines()[0].rstrip().endswith("below a known translation?")
     beam1, beam4 = (line.split("  ") for line in table.splitlines()[2:])
     beam1, beam4 = [c.strip() for c in beam1 if c.strip()], [c.strip() for c in beam4 if c.strip()]
-    assert beam1 == ["m", "1", "7 words, 1 optional phrases", "-6.00", "-5.00", "-4.00 (its cut)", "below 'the', its cut"]
+    assert beam1 == ["m", "1", "7 words, 1 optional phrases", "-6.00", "-5.00", "-4.00 (phrase-free output)", "below 'the', phrase-free output"]
     assert beam4 == ["m", "4", "'the'", "-5.00", "-5.00", "-5.00 ('the')", "no"]
 
 

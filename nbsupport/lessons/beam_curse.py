@@ -286,19 +286,20 @@ def rank_table(models: dict, tgt_vocab, x, short: str) -> str:
 def search_error_table(models: dict, beams: Sequence[int], known: dict[str, str], search, score) -> str:
     """Per model and beam: the output of ``search(model, beam)`` (a string), its score (``score(model,
     translation)``), the score of "the", the best among ``known`` translations, every beam's output and
-    the output's cut (:func:`without_optional`), and the known ones it scores below (a search error)."""
+    the output's phrase-free version (:func:`without_optional`), and the known ones it scores below
+    (each proves a search error; none does not rule one out)."""
     rows = []
     for name, model in models.items():
         found = {b: search(model, b) for b in beams}
         for b, y in found.items():
-            mine_known = {**known, "its cut": without_optional(y)}
+            mine_known = {**known, "phrase-free output": without_optional(y)}
             s = {k: score(model, t) for k, t in {**mine_known, **{f"beam {c}'s output": z for c, z in found.items()}}.items()}
             best, mine = max(s, key=s.get), s[f"beam {b}'s output"]
             below = [k for k in mine_known if s[k] > mine + 1e-4]
             what = "'the'" if y == "the" else "empty" if not y else f"{len(_words(y))} words, {optional_phrases(y)} optional phrases"
             rows.append([name, b, what, f"{mine:.2f}", f"{score(model, 'the'):.2f}", f"{s[best]:.2f} ({best})",
                          "below " + ", ".join(below) if below else "no"])
-    return tables.table(rows, ["model", "beam", "output", "its score", "'the' (≈ log ε)", "best known", "search error?"])
+    return tables.table(rows, ["model", "beam", "output", "its score", "'the' (≈ log ε)", "best known", "below a known translation?"])
 
 
 def sweep_models(models: dict, tasks: dict, beams: Sequence[int], n: int, boot) -> tuple[dict, dict]:
