@@ -119,6 +119,13 @@ def test_controls_driven_through_ipywidgets_re_render_and_errors_stay_in_the_vie
     assert "Traceback" not in capsys.readouterr().out
 
 
+def test_compare_table_highlights_only_the_words_not_every_row_shares_unless_told_not_to():
+    html = live.compare_table(["a", "b"], ["the cat sat", "the dog sat"])
+    assert re.findall(r"<mark>(.*?)</mark>", html) == ["cat", "dog"]
+    plain = live.compare_table(["a", "b", "c"], ["the cat sat", "the dog sat", ""], mark=False)
+    assert "<mark>" not in plain and "the cat sat" in plain and "(empty)" in plain
+
+
 def test_toggles_start_at_the_default_views_value():
     buttons = widgets.toggles((2, 4, 8), "K", value=4)
     assert buttons.value == 4 and list(buttons.options) == [2, 4, 8]

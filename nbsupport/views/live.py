@@ -70,13 +70,13 @@ def marked(hyps: Sequence[str]) -> list[str]:
 
 
 def compare_table(labels: Sequence[str], hyps: Sequence[str], extra: dict | None = None, chosen: int | None = None,
-                  title: str = "", column: str = "hypothesis") -> str:
-    """An HTML table: one row per hypothesis, its label, the words that differ highlighted, and
-    ``extra`` columns (name -> one value per row)."""
+                  title: str = "", column: str = "hypothesis", mark: bool = True) -> str:
+    """An HTML table: one row per hypothesis, its label, the words that differ highlighted (unless not
+    ``mark``), and ``extra`` columns (name -> one value per row)."""
     extra = extra or {}
     head = "".join(f"<th>{escape(n)}</th>" for n in ["", column, *extra])
     rows = []
-    for i, (label, h) in enumerate(zip(labels, marked(hyps))):
+    for i, (label, h) in enumerate(zip(labels, marked(hyps) if mark else [escape(h) or "<i>(empty)</i>" for h in hyps])):
         cells = "".join(f"<td>{escape(v[i])}</td>" for v in extra.values())
         rows.append(f"<tr{' class=chosen' if i == chosen else ''}><td>{escape(label)}</td><td>{h}</td>{cells}</tr>")
     caption = f"<caption style='text-align:left'>{escape(title)}</caption>" if title else ""
