@@ -28,7 +28,12 @@ def test_shared_words_and_values_table():
     assert c.shared_words(["a b c", "a c d"], ["a x", "a y"]) == "c"      # "a" is in every reference
     assert c.shared_words(["a b", "c d"], ["a"]) == "none"
     t = c.values_table({"m": ["the cat sat", "the cat sat"]}, ["the cat sat", "a dog ran"])
-    assert "m (1 distinct)" in t and t.count("(weakest)") == 1
+    assert "m (1 distinct string)" in t and t.count("(weakest)") == 1
+
+
+def test_stop_reading_groups_the_models_against_s():
+    assert c.stop_reading({"a": 4, "b": 2, "c": 4, "d": 8}, 4) == \
+        "against S = 4: a, c stop at K = S (the rule finds S); b stops below S; d stops past S"
 
 
 def test_frontier_and_above_frontier():

@@ -319,7 +319,7 @@ def beam_reading(hyps: list[str], refs) -> str:
 
 def values_table(hyps: dict, refs) -> str:
     """A table of each latent model's hypotheses of one source ({model: [hypothesis of value z]}): BLEU
-    against the nearest reference, the weakest value and the number of distinct strings marked."""
+    against the nearest reference, the weakest value and the number of distinct strings (not styles) marked."""
     from ..metrics import sentence_bleu
     from ..views.tables import table
     near = lambda h: max(sentence_bleu(h, r) for r in refs)
@@ -328,8 +328,17 @@ def values_table(hyps: dict, refs) -> str:
         weak = min(range(len(hs)), key=lambda z: near(hs[z]))
         rows += [[n if z == 0 else "", z, f"{near(h):.0f}" + (" (weakest)" if z == weak else ""), h or "(empty)"]
                  for z, h in enumerate(hs)]
-        rows[-len(hs)][0] = f"{n} ({len(set(hs))} distinct)"
+        rows[-len(hs)][0] = f"{n} ({len(set(hs))} distinct string{'s' * (len(set(hs)) != 1)})"
     return table(rows, ["model", "z", "BLEU", "hypothesis"])
+
+
+def stop_reading(stops: dict, s: int) -> str:
+    """Where the K-without-S rule stops each latent model ({model: K}), read against the data's ``s`` styles."""
+    side = lambda k: "at K = S (the rule finds S)" if k == s else "below S" if k < s else "past S"
+    groups = {}
+    for n, k in stops.items():
+        groups.setdefault(side(k), []).append(n)
+    return f"against S = {s}: " + "; ".join(f"{', '.join(ns)} stop{'s' * (len(ns) == 1)} {g}" for g, ns in groups.items())
 
 
 def shared_words(hyps: list[str], refs) -> str:
