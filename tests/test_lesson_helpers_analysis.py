@@ -48,6 +48,8 @@ def test_marker_columns_count_majority_styles_purity_and_content():
 
 def test_usage_text_and_shares():
     assert an.usage_text([1303.4, 1399, 1297.6]) == "1303 1399 1298"
+    # a soft-EM history's raw mass and the tenth it is stored at print the same counts
+    assert an.usage_text([1328.31, 1316.54, 1355.15]) == an.usage_text([1328.3, 1316.5, 1355.2]) == "1328 1317 1355"
     assert an.second_share([0, 4000, 0]) == 0
     assert an.second_share([1, 3, 2]) == pytest.approx(2 / 6)
     hists = {"a": SimpleNamespace(epochs=[{"usage": [4, 0, 0]}, {"usage": [1, 2, 1]}])}

@@ -2,6 +2,7 @@
 frequency differs most across latent values (the seed paper Table 4), and difference marking."""
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from typing import Sequence
@@ -302,8 +303,9 @@ def marker_columns(hyps, refs, labels) -> dict:
 
 
 def usage_text(usage) -> str:
-    """A usage histogram (pairs per expert) as its rounded counts, space-separated: "1303 1399 1298"."""
-    return " ".join(f"{u:.0f}" for u in usage)
+    """A usage histogram (pairs per expert) as whole counts, space-separated: "1303 1399 1298". Rounded first to a tenth,
+    as :func:`~nbsupport.lessons.mixture_runs.evaluate` stores soft EM's mass, then halves up: both print alike."""
+    return " ".join(str(math.floor(round(float(u), 1) + 0.5)) for u in usage)
 
 
 def latent_greedy(model, task, sentence: str, device) -> list[str]:
