@@ -408,3 +408,225 @@ def merged_noun_accuracy(corpus: Corpus, hyps: list[str], split: str = "test") -
     among the other nouns (the totals of :func:`merged_noun_hits`)."""
     totals = {k: h.sum(0) for k, h in merged_noun_hits(corpus, hyps, split).items()}
     return {k: float(right / n) if n else float("nan") for k, (right, n) in totals.items()}
+
+
+# --- Notebook 01's tables, figures and printed readings (the lesson keeps its algorithms inline) ---
+
+# The paper's BLEU (WMT, single reference), typed from its Figure 4 (French, German -> English) and Figure 6
+# (French, English -> German: `close` plays English, the source close to French), beside the toy's systems.
+PAPER_BLEU = {"fr": "21.0 (Fig. 4)", "de": "17.3 (Fig. 4)", "fr+fr.same": "20.7 (Fig. 4)", "fr+de.basic": "23.2 (Fig. 4)",
+              "fr+de.childsum": "22.5 (Fig. 4)", "fr.attn": "25.2 (Fig. 4)", "fr+de.attn_basic": "30.0 (Fig. 4)",
+              "fr+de.attn_childsum": "29.6 (Fig. 4)", "close": "13.4 (Fig. 6)", "fr+close.basic": "14.5 (Fig. 6)"}
+_PARTICLES = {"ga": "subj.", "el": "subj.", "o": "obj.", "al": "obj."}   # the toy's subject and object markers
+
+
+def _role_of(data: MultiSourceData) -> dict:
+    return {c: r for r, c in ROLES[data.dataset].items()}
+
+
+def _senses(corpus: Corpus, langs, noun: int) -> list[int]:
+    from ..data.synthetic import NOUNS
+    words = corpus.info["noun_words"]
+    return [n for n in range(len(NOUNS)) if all(words[l][n] == words[l][noun] for l in langs)]
+
+
+def merges_table(data: MultiSourceData) -> str:
+    """A table of each toy source's merged words and the two English nouns each one stands for."""
+    from ..views.tables import table
+    merged = data.corpus.info["merged_nouns"]
+    return table([[r, ", ".join(f"{w} = {'/'.join(s)}" for w, s in merged[c].items())] for r, c in ROLES["toy"].items()],
+                 ["source", "merged words"])
+
+
+def merged_subject_example(data: MultiSourceData, split: str = "test") -> int:
+    """The index of the first sentence of a split whose subject `fr` merges and whose object no source merges."""
+    fr, langs = ROLES["toy"]["fr"], ROLES["toy"].values()
+    alone = lambda noun: all(len(_senses(data.corpus, [l], noun)) == 1 for l in langs)
+    return next(i for i, m in enumerate(data.corpus.split(split).meanings)
+                if len(_senses(data.corpus, [fr], m.subj)) > 1 and alone(m.obj))
+
+
+def subject_readings(data: MultiSourceData, index: int, senses, split: str = "test") -> str:
+    """A table: per reading (fr, de, close, fr + de, fr + close), the source words for sentence ``index``'s
+    subject, the nouns ``senses(roles, noun)`` leaves, and the best expected probability of the true one."""
+    from ..data.synthetic import NOUNS
+    from ..views.tables import table
+    s, code, words = data.corpus.split(split), ROLES["toy"], data.corpus.info["noun_words"]
+    subject = NOUNS[s.meanings[index].subj]
+    rows = []
+    for roles in (["fr"], ["de"], ["close"], ["fr", "de"], ["fr", "close"]):
+        left = senses(roles, subject)
+        rows.append([" + ".join(roles), s.sources[code[roles[0]]][index] if len(roles) == 1 else "",
+                     " + ".join(words[code[r]][NOUNS.index(subject)] for r in roles), " or ".join(left),
+                     "1" if len(left) == 1 else f"1/{len(left)}"])
+    return table(rows, ["reading", "source sentence", "subject word", "the subject is", f"best P({subject})"])
+
+
+def window_note(data: MultiSourceData) -> str:
+    """One sentence: the longest toy source (with </s>) against the attention window D of the lesson's models."""
+    longest = max(len(x.split()) + 1 for part in (data.corpus.train, data.corpus.test)
+                  for xs in part.sources.values() for x in xs)
+    D = data.model_sizes["window"]
+    return (f"longest toy source: {longest} positions with </s>, window D = {D}: "
+            + ("the window never cuts a toy source" if longest <= D else "the window cuts the longest toy sources"))
+
+
+def score_system(model: MultiSourceLSTM, data: MultiSourceData, system: str, boot) -> tuple[dict, dict]:
+    """(the results record of ``system``: ppl, ppl_floor, bleu, noun_accuracy, intervals, parameters;
+    its BLEU and merged / other noun shares as :class:`nbsupport.stats.Resampled` on ``boot``)."""
+    ev = evaluate_system(model, data, system)                       # test perplexity, BLEU, the beam-4 outputs
+    scores = resampled_scores(data, ev.pop("hyps"), boot)
+    record = {"ppl": ev["ppl"], "ppl_floor": perplexity_floor(data, system), "bleu": ev["bleu"],
+              "noun_accuracy": {k: scores[k].estimate for k in ("merged nouns", "other nouns")},
+              "intervals": {k: r.interval().to_dict() for k, r in scores.items()},
+              "parameters": model.n_parameters()}
+    return record, scores
+
+
+def figure4_table(records: dict, scores: dict) -> str:
+    """Figure 4 in miniature: per system its perplexity and floor, BLEU and noun shares with their
+    intervals, and the paper's BLEU for the same system (:data:`PAPER_BLEU`, typed from the paper)."""
+    from ..views.tables import table
+    rows = [[n, f"{r['ppl']:.3f}", f"{r['ppl_floor']:.3f}",
+             *(s.interval().format(".1f" if k == "bleu" else ".2f") for k, s in scores[n].items()),
+             PAPER_BLEU.get(n, "-")] for n, r in records.items()]
+    return table(rows, ["system", "ppl", "ppl floor", *next(iter(scores.values())), "paper's BLEU (WMT)"])
+
+
+def floor_note(records: dict) -> str:
+    """One sentence: how far the systems' perplexities end above their floors, against the floors' spread."""
+    gap = max(r["ppl"] - r["ppl_floor"] for r in records.values())
+    floors = [r["ppl_floor"] for r in records.values()]
+    return f"perplexity above its floor: at most {gap:.3f}; the floors themselves run from {min(floors):.3f} to {max(floors):.3f}"
+
+
+def expected_merged_share(data: MultiSourceData, system: str) -> float:
+    """The best expected share of `fr`'s merged nouns a reader of ``system``'s sources gets right: 1 for a
+    noun its sources decide, a coin flip (1/senses) for one they leave ambiguous."""
+    merged = [n for n in range(len(data.corpus.info["noun_words"][ROLES["toy"]["fr"]]))
+              if len(_senses(data.corpus, [ROLES["toy"]["fr"]], n)) > 1]
+    langs = data.langs(system)
+    return sum(1 / len(_senses(data.corpus, langs, n)) for n in merged) / len(merged)
+
+
+def merged_nouns_figure(data: MultiSourceData, intervals: dict):
+    """Bars: each system's share of merged nouns translated right (``intervals``: system -> Interval),
+    with a red mark at :func:`expected_merged_share`."""
+    import matplotlib.pyplot as plt
+    names = list(intervals)
+    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    ax.barh(names, [intervals[n].estimate for n in names], color="steelblue", capsize=3,
+            xerr=[[intervals[n].estimate - intervals[n].ci_low for n in names],
+                  [intervals[n].ci_high - intervals[n].estimate for n in names]])
+    ax.scatter([expected_merged_share(data, n) for n in names], names, marker="|", s=500, lw=2.5, color="crimson",
+               zorder=3, label="best expected share its sources allow (section 1)")
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.05)
+    ax.set_xlabel("share of merged nouns translated right (95% interval)")
+    ax.set_ylabel("system")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.4, 1.0), fontsize=8, frameon=False, markerscale=0.5)
+    fig.tight_layout()
+    return fig
+
+
+def explore_meanings(models: dict, data: MultiSourceData, interactive: bool = True) -> None:
+    """The "try it" view: a meaning composed from dropdowns, written in the toy's sources, with a
+    system's translation (and its attention); opens on `fr+de.attn_basic` and *the dog sees the cat*."""
+    from ..data.synthetic import meaning_parts
+    from ..views.live import composed_view
+    from ..views.widgets import explore
+    parts, names, beams = meaning_parts(), _role_of(data), {"greedy": 1, "beam 4": 4}
+    subjects = [n for n in parts["subject"] if n != "cat"] + ["cat"]   # "cat" last: the default dog/cat pair
+
+    def render_meaning(system="fr+de.attn_basic", decoding="greedy", subject="dog", verb="sees", object="cat",
+                       subject_adj="-", object_adj="-", place="-"):
+        translate = lambda sources: translation_html(models[system], data, system, sources, beams[decoding], names=names)
+        return composed_view(data.corpus, translate=translate, names=names, subject=subject, verb=verb, object=object,
+                             subject_adj=subject_adj, object_adj=object_adj, place=place)
+    explore(render_meaning, interactive, system=list(models)[::-1], decoding=list(beams), subject=subjects,
+            verb=parts["verb"], object=parts["object"], subject_adj=parts["subject_adj"],
+            object_adj=parts["object_adj"], place=parts["place"])
+
+
+def gloss(data: MultiSourceData, lang: str) -> dict:
+    """Source word of toy language ``lang`` -> its English meaning (a merged noun's senses joined by '/')."""
+    from ..data import synthetic as syn
+    lex = _lexicons(data)[lang]
+    g = dict(_PARTICLES)
+    for english, own in ((syn.ADJECTIVES, lex.adj), ([v[0][0] for v in syn.VERBS], lex.verb),
+                         (syn.PREPOSITIONS, lex.prep), (syn.PLACES, lex.place)):
+        g.update(zip(own, english))
+    return g | {w: "/".join(n for n, x in zip(syn.NOUNS, lex.noun) if x == w) for w in lex.noun}
+
+
+def _test_maps(model, data, system, index):
+    s = data.corpus.test
+    return attention_maps_of(model, data, system, {l: s.sources[l][index] for l in data.langs(system)})
+
+
+def attention_figure(model: MultiSourceLSTM, data: MultiSourceData, system: str, index: int = 0):
+    """Figure 5 for test sentence ``index``: one heat map of a_t(s) per source, its words glossed in
+    English, with colour bars and the output and reference in the title."""
+    from ..views.plots import attention_maps as draw
+    maps = _test_maps(model, data, system, index)
+    for src in maps["sources"]:
+        g = gloss(data, src["lang"])
+        src["tokens"] = [f"{t} ({g[t]})" if t in g else t for t in src["tokens"]]
+        src["lang"] = _role_of(data)[src["lang"]]
+    fig = draw(maps)
+    fig.set_size_inches(fig.get_size_inches() + (0.4, 1.0))          # room for the glossed labels
+    for ax in list(fig.axes):
+        fig.colorbar(ax.images[0], ax=ax, fraction=0.05, label="weight $a_t(s)$")
+    fig.suptitle(f"{system}, test sentence {index}: {maps['text']!r}\n(reference: {data.corpus.test.refs[index][0]!r})",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def row_kinds(model: MultiSourceLSTM, data: MultiSourceData, system: str, index: int = 0) -> str:
+    """A table: per source of test sentence ``index``, the output words whose attention row peaks on
+    their own translation, on </s> or elsewhere, and the faint rows (weights adding to < 0.5)."""
+    from ..views.tables import table
+    rows, maps = [], _test_maps(model, data, system, index)
+    for src in maps["sources"]:
+        g, kinds = gloss(data, src["lang"]), {"on its translation": [], "on </s>": [], "elsewhere": [], "faint": []}
+        for tok, row in zip(maps["output"], src["weights"]):
+            peak = src["tokens"][max(range(len(row)), key=row.__getitem__)]
+            kinds["on </s>" if peak == "</s>" else "on its translation" if tok in g.get(peak, "").split("/") else "elsewhere"].append(tok)
+            if sum(row) < 0.5:
+                kinds["faint"].append(tok)
+        rows += [[_role_of(data)[src["lang"]] if i == 0 else "", k, ", ".join(v) or "-"] for i, (k, v) in enumerate(kinds.items())]
+    return table(rows, ["source", "rows peaking", "output words"])
+
+
+def noun_attention_shares(model: MultiSourceLSTM, data: MultiSourceData, system: str, n: int) -> dict:
+    """Per source role, over the first ``n`` test sentences: (share of the output nouns' attention on the
+    noun's own source word, share on </s>), of all the weight their rows carry."""
+    from ..data.synthetic import NOUNS
+    lexicons = _lexicons(data)
+    mass = {}
+    for i in range(n):
+        maps = _test_maps(model, data, system, i)
+        for src in maps["sources"]:
+            m = mass.setdefault(_role_of(data)[src["lang"]], [0.0, 0.0, 0.0])   # on its word, on </s>, all
+            for tok, row in zip(maps["output"], src["weights"]):
+                if tok in NOUNS:
+                    own = lexicons[src["lang"]].noun[NOUNS.index(tok)]          # the noun's word in this source
+                    m[0] += sum(a for a, x in zip(row, src["tokens"]) if x == own)
+                    m[1] += sum(a for a, x in zip(row, src["tokens"]) if x == "</s>")
+                    m[2] += sum(row)
+    return {role: (w / total, e / total) for role, (w, e, total) in mass.items() if total > 0}
+
+
+def _lexicons(data: MultiSourceData) -> dict:
+    from ..data.synthetic import trilingual_languages
+    return trilingual_languages(data.corpus.info["config"]["seed"])
+
+
+def shares_table(shares: dict) -> str:
+    """A table of :func:`noun_attention_shares`: per source, the shares on the noun's word and on </s>, and
+    where the output nouns' attention mostly sits (either share at 50% or more; else "split")."""
+    from ..views.tables import table
+    where = lambda w, e: "on </s>" if e >= 0.5 else "on the noun's own word" if w >= 0.5 else "split"
+    return table([[r, f"{w:.0%}", f"{e:.0%}", where(w, e)] for r, (w, e) in shares.items()],
+                 ["source", "on the noun's word", "on </s>", "mostly"])
