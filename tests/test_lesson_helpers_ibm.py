@@ -65,12 +65,12 @@ def test_run_answer_prints_beam4_bleu_the_curse_and_the_modes():
     assert ibm_tasks.run_answer(q, [0.1, 1.0], ["a", "b"]) == lines[:1]          # nothing proven: beam 4 only
 
 
-def test_stop_table_subtracts_softmaxs_scores():
+def test_stop_table_compares_scores_within_each_model_only():
     rows, headers = ibm_tasks.stop_table({"softmax": -7.66, "scones_1.0": -8.25}, {"softmax": -8.19, "scones_1.0": -7.58},
                                          {"softmax": "full", "scones_1.0": "'the'"})
-    assert headers[0] == "model" and headers[-1] == "mode"
-    assert rows[0] == ["softmax", "-7.66", "+0.00", "-8.19", "+0.00", "-0.53", "full"]
-    assert rows[1] == ["scones_1.0", "-8.25", "-0.59", "-7.58", "+0.61", "+0.67", "'the'"]
+    assert headers == ["model", "full translation", "'the' + EOS", "'the' + EOS - full", "mode"]
+    assert rows[0] == ["softmax", "-7.66", "-8.19", "-0.53", "full"]
+    assert rows[1] == ["scones_1.0", "-8.25", "-7.58", "+0.67", "'the'"]
 
 
 def test_plot_by_gamma_draws_one_line_with_interval_per_model():

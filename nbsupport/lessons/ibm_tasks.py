@@ -238,12 +238,12 @@ def the_and_full(model, src_vocab, tgt_vocab, source: str, hyps):
     return max(scored, key=sum), the, float(-(lp.exp() * lp).sum())
 
 
-def stop_table(full: dict, stop: dict, modes: dict, base: str = "softmax"):
+def stop_table(full: dict, stop: dict, modes: dict):
     """(rows, headers): per model, the full translation's score and "the" + EOS's (sums of token log
-    scores), each also as its difference from ``base``'s, and the model's mode."""
-    rows = [[n, f"{full[n]:.2f}", f"{full[n] - full[base]:+.2f}", f"{stop[n]:.2f}", f"{stop[n] - stop[base]:+.2f}",
-             f"{stop[n] - full[n]:+.2f}", modes[n]] for n in full]
-    return rows, ["model", "full translation", f"minus {base}'s", "'the' + EOS", f"minus {base}'s", "'the' + EOS - full", "mode"]
+    scores), their difference and the model's mode. Scores compare only within a model (a row): SCONES's
+    sigmoids need not sum to 1, so its sums are on no common scale with softmax's log-probabilities."""
+    rows = [[n, f"{full[n]:.2f}", f"{stop[n]:.2f}", f"{stop[n] - full[n]:+.2f}", modes[n]] for n in full]
+    return rows, ["model", "full translation", "'the' + EOS", "'the' + EOS - full", "mode"]
 
 
 def lesson_records(gammas, models, q: dict, raw: dict, share: dict, proven: list[int], n_exact: int, ic: dict,
