@@ -68,15 +68,32 @@ def test_next_token_rank_and_rank_table():
 
 
 def test_search_error_table_flags_known_translations_that_score_higher():
-    outputs = {1: "the cat sees the dog quietly.", 4: "the"}     # 7 tokens with "."
+    outputs = {1: "the cat sees the dog quietly.", 4: "the"}     # 8 tokens with "." and EOS
     scores = {"the": -5.0, "the cat sees the dog quietly.": -6.0, "the cat sees the dog.": -4.0, "the dog.": -9.0}
     table = bc.search_error_table({"m": None}, [1, 4], {"'the'": "the", "`full`": "the dog."},
                                   search=lambda m, b: outputs[b], score=lambda m, y: scores[y])
     assert table.splitlines()[0].rstrip().endswith("below a known translation?")
     beam1, beam4 = (line.split("  ") for line in table.splitlines()[2:])
     beam1, beam4 = [c.strip() for c in beam1 if c.strip()], [c.strip() for c in beam4 if c.strip()]
-    assert beam1 == ["m", "1", "7 words, 1 optional phrases", "-6.00", "-5.00", "-4.00 (phrase-free output)", "below 'the', phrase-free output"]
+    assert beam1 == ["m", "1", "8 tokens, 1 optional phrases", "-6.00", "-5.00", "-4.00 (phrase-free output)", "below 'the', phrase-free output"]
     assert beam4 == ["m", "4", "'the'", "-5.00", "-5.00", "-5.00 ('the')", "no"]
+
+
+def test_beam_snapshot_reads_the_step_after_the_place_phrase():
+    vocab = WordVocab.build(["the cat sees beyond road road2 at with ."])
+    ids = lambda text: [vocab.stoi[w] for w in text.split()]
+    early = (torch.tensor([[1] + ids("the cat")] * 2), torch.zeros(2), torch.zeros(2, len(vocab)))
+    prefixes = torch.tensor([[1] + ids("the cat sees beyond the road2"), [1] + ids("the cat sees beyond the road")])
+    lprobs = torch.full((2, len(vocab)), -9.0)
+    lprobs[:, ids("at with .")] = torch.tensor([-1.0, -2.0, -3.0])
+    lprobs[1, vocab.stoi["."]] = -1.5          # row 1: "." second in its row, yet behind row 0's extensions
+    table = bc.beam_snapshot([early, (prefixes, torch.tensor([-1.0, -6.0]), lprobs)], vocab, "the dog beyond the road3.")
+    lines = table.splitlines()
+    assert lines[0].split()[:3] == ["row", "last", "words"] and len(lines) == 5
+    assert "... sees beyond the road2" in lines[2] and "'at' -2.00, 'with' -3.00, '.' -4.00" in lines[2]
+    assert lines[2].rstrip().endswith("-4.00 (rank 3)") and lines[3].rstrip().endswith("-7.50 (rank 2)")
+    assert lines[4] == "'.' extensions among the 2b = 4 kept: 1"   # row 0's, third of -2, -3, -4, -7
+    assert bc.beam_snapshot([early], vocab, "the dog beyond the road3.").startswith("no step's best row ends with the place phrase")
 
 
 def R(estimate, spread=0.0):

@@ -296,10 +296,41 @@ def search_error_table(models: dict, beams: Sequence[int], known: dict[str, str]
             s = {k: score(model, t) for k, t in {**mine_known, **{f"beam {c}'s output": z for c, z in found.items()}}.items()}
             best, mine = max(s, key=s.get), s[f"beam {b}'s output"]
             below = [k for k in mine_known if s[k] > mine + 1e-4]
-            what = "'the'" if y == "the" else "empty" if not y else f"{len(_words(y))} words, {optional_phrases(y)} optional phrases"
+            what = "'the'" if y == "the" else "empty" if not y else f"{len(_words(y)) + 1} tokens, {optional_phrases(y)} optional phrases"
             rows.append([name, b, what, f"{mine:.2f}", f"{score(model, 'the'):.2f}", f"{s[best]:.2f} ({best})",
                          "below " + ", ".join(below) if below else "no"])
     return tables.table(rows, ["model", "beam", "output", "its score", "'the' (≈ log ε)", "best known", "below a known translation?"])
+
+
+def beam_snapshot(trace: Sequence[tuple], tgt_vocab, short: str, top: int = 3) -> str:
+    """The live rows of a traced beam search at the step right after ``short``'s place phrase (the first
+    step whose best row ends with a place preposition, "the" and ``short``'s place noun in any form):
+    each row's last words, running score, its ``top`` best extensions (running score + the token's log
+    score) and its "." extension with "."'s rank in the row; then how many "." extensions are among the
+    2b kept (a line saying so where no step gets there). ``trace``: per step, (prefixes (b, t) from BOS,
+    running scores (b,), next-token log scores (b, V))."""
+    stem = lambda word: word.rstrip("0123456789")
+    words = lambda row: [tgt_vocab.itos[w] for w in row.tolist()[1:]]          # without BOS
+    place = stem(_words(short)[-2])
+    for prefixes, scores, lprobs in trace:
+        last = words(prefixes[0])[-3:]
+        if len(last) == 3 and last[0] in _PREPOSITIONS and last[1] == "the" and stem(last[2]) == place:
+            break
+    else:
+        return f"no step's best row ends with the place phrase of {short!r}: nothing to show"
+    dot, b = tgt_vocab.stoi["."], prefixes.shape[0]
+    extended = scores[:, None] + lprobs
+    rows = []
+    for r in (scores > -math.inf).nonzero().flatten().tolist():
+        best = extended[r].topk(top)
+        rank = int((lprobs[r] > lprobs[r, dot]).sum()) + 1
+        rows.append([r, "... " + " ".join(words(prefixes[r])[-4:]), f"{scores[r].item():.2f}",
+                     ", ".join(f"{tgt_vocab.itos[w]!r} {v:.2f}" for v, w in zip(best.values.tolist(), best.indices.tolist())),
+                     f"{extended[r, dot].item():.2f} (rank {rank})"])
+    kept = extended.flatten().topk(min(2 * b, extended.numel())).indices % extended.shape[-1]
+    table = tables.table(rows, ["row", "last words", "running score", f"best {top} extensions (running + token)",
+                                "'.' extension (its rank)"])
+    return table + f"\n'.' extensions among the 2b = {2 * b} kept: {int((kept == dot).sum())}"
 
 
 def sweep_models(models: dict, tasks: dict, beams: Sequence[int], n: int, boot) -> tuple[dict, dict]:
