@@ -28,7 +28,9 @@ def test_shared_words_and_values_table():
     assert c.shared_words(["a b c", "a c d"], ["a x", "a y"]) == "c"      # "a" is in every reference
     assert c.shared_words(["a b", "c d"], ["a"]) == "none"
     t = c.values_table({"m": ["the cat sat", "the cat sat"]}, ["the cat sat", "a dog ran"])
-    assert "m (1 distinct string)" in t and t.count("(weakest)") == 1
+    assert "m (1 distinct string)" in t and "(weakest)" not in t            # values that score alike: none is weakest
+    t = c.values_table({"m": ["the cat sat", "a dog ran", "the"]}, ["the cat sat", "a dog ran"]).splitlines()
+    assert [("(weakest)" in row) for row in t[2:]] == [False, False, True]  # only a strictly lowest value is tagged
 
 
 def test_stop_reading_groups_the_models_against_s():
@@ -71,13 +73,17 @@ def test_pick_text_grid_and_answer():
     rec = {need: {"K2": clear, "K4": tie} for _, need, _ in c.ANSWER}
     assert "K=4 (= S)" in c.grid_table(rec, [2, 4], 4)
     rows = c.answer_table(rec, [2, 4], found=["b"], top_ups=[]).splitlines()[2:]
-    assert rows[0].split()[-2:] == ["no", "yes"]                          # a alone is not found; the tie names b
+    assert rows[0].split()[-5:] == ["no", "yes", "(tied", "with", "a)"]    # a alone is not found; b ties with a
+    rows = c.answer_table(rec, [2, 4], found=["a", "b"], top_ups=[]).splitlines()[2:]
+    assert rows[0].split()[-2:] == ["yes", "yes"]                         # a tie of two found models: a plain yes
 
 
 def test_avoid_text_and_beaten_by():
     assert c.avoid_text({8: {"hard_moe": "below the bar", "x": "y beats it"}}, alone_at=[8]) == \
         "avoid at K=8: below the bar: hard_moe alone; x (y beats it)"
     assert c.avoid_text({2: {}}) == "avoid at K=2: none"
+    assert c.avoid_text({8: {"hard_moe": "below the bar", "v": "below the bar"}}, alone_at=[8], fine_at=[8]) == \
+        "avoid at K=8: below the bar: v; hard_moe alone: below the bar (fine if repeats are acceptable: see the opening table)"
     R = {("a", 2): {"pairwise_bleu": rs(50, 50, 51), "q": rs(40, 40, 41)},
          ("b", 2): {"pairwise_bleu": rs(30, 30, 31), "q": rs(60, 60, 61)}}
     assert c.beaten_by("a", 2, ["a", "b"], R, latent=["a"], decoding=["b"], quality="q") == "b"
@@ -97,6 +103,8 @@ def test_tuning_table_and_reading():
     settings = {("topk", 2): {"top_k": 40}, ("nucleus", 2): {"top_p": 0.7}, ("beam", 2): {}}
     row = c.tuning_table(settings, [2]).splitlines()[2]
     assert "40 (grid's largest)" in row and "0.7" in row and "grid's" not in row.split("40 (grid's largest)")[1]
+    settings[("diverse_beam", 2)] = {"diversity": min(c.GRIDS["diverse_beam"]["diversity"])}
+    assert c.grid_ends(settings) == ["topk K=2 (largest)", "diverse_beam K=2 (smallest)"]
     human = {"multi_ref_bleu": 40.0, "pairwise_bleu": 30.0}
     above_less = {"multi_ref_bleu": 50.0, "pairwise_bleu": 35.0}
     assert "so d picks the most diverse" in c.tuning_reading({"topk.K2": [above_less]}, human)

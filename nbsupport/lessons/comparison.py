@@ -319,14 +319,16 @@ def beam_reading(hyps: list[str], refs) -> str:
 
 def values_table(hyps: dict, refs) -> str:
     """A table of each latent model's hypotheses of one source ({model: [hypothesis of value z]}): BLEU
-    against the nearest reference, the weakest value and the number of distinct strings (not styles) marked."""
+    against the nearest reference, the weakest value (only a strictly lowest one) and the number of distinct
+    strings (not styles) marked."""
     from ..metrics import sentence_bleu
     from ..views.tables import table
     near = lambda h: max(sentence_bleu(h, r) for r in refs)
     rows = []
     for n, hs in hyps.items():
-        weak = min(range(len(hs)), key=lambda z: near(hs[z]))
-        rows += [[n if z == 0 else "", z, f"{near(h):.0f}" + (" (weakest)" if z == weak else ""), h or "(empty)"]
+        bleu = [round(near(h)) for h in hs]                   # as printed: values that print alike tie
+        weak = min(range(len(hs)), key=bleu.__getitem__) if bleu.count(min(bleu)) == 1 else None
+        rows += [[n if z == 0 else "", z, f"{bleu[z]}" + (" (weakest)" if z == weak else ""), h or "(empty)"]
                  for z, h in enumerate(hs)]
         rows[-len(hs)][0] = f"{n} ({len(set(hs))} distinct string{'s' * (len(set(hs)) != 1)})"
     return table(rows, ["model", "z", "BLEU", "hypothesis"])
@@ -347,6 +349,18 @@ def shared_words(hyps: list[str], refs) -> str:
     return " ".join(w for w in common(hyps) if w not in common(refs)) or "none"
 
 
+def _grid_end(n: str, setting: dict) -> str:
+    """Which end of its grid (GRIDS) ``n``'s tuned setting is, "smallest" or "largest"; "" inside it."""
+    (option, grid), = GRIDS[n].items()
+    return {min(grid): "smallest", max(grid): "largest"}.get(setting[option], "")
+
+
+def grid_ends(settings: dict) -> list[str]:
+    """Every tuned choice ({(method, K): setting}; top-k, nucleus, diverse beam) at an end of its grid, as
+    "topk K=2 (largest)"."""
+    return [f"{n} K={k} ({_grid_end(n, s)})" for (n, k), s in settings.items() if n in GRIDS and _grid_end(n, s)]
+
+
 def tuning_table(settings: dict, ks) -> str:
     """The dev-set choice of every tuned method ({(method, K): setting}) per K, marked at its grid's ends."""
     from ..views.tables import table
@@ -354,9 +368,9 @@ def tuning_table(settings: dict, ks) -> str:
     tuned = [n for n in GRIDS if any((n, k) in settings for k in ks)]
 
     def shown(n, k):
-        (option, grid), = GRIDS[n].items()
-        v = settings[n, k][option]
-        return f"{v:g}" + {min(grid): " (grid's smallest)", max(grid): " (grid's largest)"}.get(v, "")
+        (option, _), = GRIDS[n].items()
+        end = _grid_end(n, settings[n, k])
+        return f"{settings[n, k][option]:g}" + (f" (grid's {end})" if end else "")
     return table([[f"K={k}"] + [shown(n, k) for n in tuned] for k in ks],
                  ["chosen on dev"] + [name[o] for n in tuned for o in GRIDS[n]])
 
@@ -504,14 +518,19 @@ def grid_table(recommendation: dict, ks, s: int) -> str:
                  ["need"] + [f"K={k}" + (" (= S)" if k == s else " (> S)" if k > s else "") for k in ks])
 
 
-def avoid_text(avoid: dict, alone_at=()) -> str:
+def avoid_text(avoid: dict, alone_at=(), fine_at=()) -> str:
     """One line per K from {K: {method: "below the bar" | "<method> beats it"}}; Hard-MoE is named "hard_moe
-    alone" at the K of ``alone_at`` (where its top-ups compete)."""
+    alone" at the K of ``alone_at`` (where its top-ups compete) and, at the K of ``fine_at`` (where only its
+    repeats put it under the bar), said to be fine if repeats are acceptable, as the opening table says."""
     lines = []
     for k, why in avoid.items():
-        low = [n + (" alone" if n == "hard_moe" and k in alone_at else "") for n, w in why.items() if w == "below the bar"]
+        fine = lambda n, w: n == "hard_moe" and k in fine_at and w == "below the bar"
+        low = [n + (" alone" if n == "hard_moe" and k in alone_at else "") for n, w in why.items()
+               if w == "below the bar" and not fine(n, w)]
         beat = [f"{n} ({w})" for n, w in why.items() if w != "below the bar"]
-        parts = (["below the bar: " + ", ".join(low)] if low else []) + ([", ".join(beat)] if beat else [])
+        ok = ["hard_moe alone: below the bar (fine if repeats are acceptable: see the opening table)"
+              for n, w in why.items() if fine(n, w)]
+        parts = (["below the bar: " + ", ".join(low)] if low else []) + ([", ".join(beat)] if beat else []) + ok
         lines.append(f"avoid at K={k}: " + ("; ".join(parts) or "none"))
     return "\n".join(lines)
 
@@ -531,10 +550,14 @@ def named(pick: dict) -> list[str]:
 
 def answer_table(recommendation: dict, ks, found, top_ups) -> str:
     """The opening answer row by row against the grid ({need: {"K<k>": pick}}): per K, "yes" where the grid
-    picks or ties the row's method (a model of ``found``, or one of ``top_ups``, for the first two rows)."""
+    picks or ties the row's method (a model of ``found``, or one of ``top_ups``, for the first two rows),
+    "yes (tied with B)" where it ties with a method B the row does not name, else "no"."""
     from ..views.tables import table
+
+    def cell(ns, use):
+        other = [n for n in ns if n not in use]
+        return "no" if len(other) == len(ns) else "yes" + (f" (tied with {other[0]})" if other else "")
     rows = []
     for row, need, use in ANSWER:
-        ok = lambda ns: any(n in (use or [*found, *top_ups]) for n in ns)
-        rows.append([row] + ["yes" if ok(named(recommendation[need][f"K{k}"])) else "no" for k in ks])
+        rows.append([row] + [cell(named(recommendation[need][f"K{k}"]), use or [*found, *top_ups]) for k in ks])
     return table(rows, ["the opening answer's row"] + [f"K={k}" for k in ks])
