@@ -117,6 +117,8 @@ def test_prior_lean_counts_wins_without_the_prior_and_the_best_gain_over_the_bus
     assert lean["gain"] == pytest.approx(5.5)                      # pair 2: 6.0 under z=1, 0.5 under z=2
     text = an.lean_table(lean, [0, 3, 0]).splitlines()
     assert text[3].split() == ["z=1", "1", "3", "-0.2"]
+    halves = an.lean_table(lean, [2.5, 0.5, 0]).splitlines()                   # as usage_text: halves up, once
+    assert [r.split()[2] for r in halves[2:5]] == ["3", "1", "0"]
 
 
 def test_usage_figure_plots_each_experts_share_per_epoch():

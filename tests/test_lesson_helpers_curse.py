@@ -123,7 +123,7 @@ def test_sweep_and_paired_tables_and_summary_read_the_made_up_numbers():
     assert "falls (-0.50 [-0.50, -0.50])" in paired[2] and "falls (-10.0 [-10.0, -10.0])" in paired[2]
     assert "not shown to move (+0.00 [+0.00, +0.00])" in paired[3] and "not shown to move (+1.0" in paired[3]
     assert bc.curse_summary(Q, ["a", "b"], 4, 64) == \
-        "high ambiguity, beam 64 against 4: a: BLEU falls (one-word outputs 40%); b: BLEU holds (one-word outputs 0%)."
+        "high ambiguity, beam 64 against 4: a: BLEU falls (one-word outputs 40%); b: BLEU not shown to move (one-word outputs 0%)."
 
 
 def test_curse_figure_shades_an_interval_per_line_and_captions_the_empty_panels(capsys):
@@ -148,19 +148,26 @@ def test_records_per_level_with_intervals():
     assert r["toy_low"]["b"]["empty_rate_by_beam"] == {4: 0.1, 64: 0.1}
 
 
-def test_sweep_models_measures_each_model_and_beam_on_the_first_n():
+def test_sweep_models_measures_each_model_and_beam_on_the_first_n(monkeypatch):
     from nbsupport.models import Transformer, TransformerConfig
     from nbsupport.stats import Resamples
     src_v, tgt_v = WordVocab.build(["a b c d e f g"]), WordVocab.build(["u v w x y z"])
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(src_vocab=len(src_v), tgt_vocab=len(tgt_v), d_model=16, n_heads=2, d_ff=32,
                                           enc_layers=1, dec_layers=1)).eval()
+    outputs = {1: ["u v", "w", "", "u v w"], 2: ["u", "v", "w", "u v"]}      # the 1-best per beam, written by hand
+    seen = []
+
+    def fixed_decode(model, src, method, beam):
+        seen.append(src.shape[0])
+        return [[SimpleNamespace(tokens=tgt_v.encode(h))] for h in outputs[beam][:src.shape[0]]]
+    monkeypatch.setattr(bc, "decode", fixed_decode)
     test = SimpleNamespace(src=["a b c", "d e f g", "a c e", "b d f", "g"], refs=[["u v", "w"]] * 5)
     tasks = {"low": SimpleNamespace(src_vocab=src_v, tgt_vocab=tgt_v, corpus=SimpleNamespace(test=test))}
     sweeps, Q = bc.sweep_models({("low", "m"): model}, tasks, [1, 2], 4, Resamples(4, seed=0))
-    assert set(Q) == {("low", "m", 1), ("low", "m", 2)}
+    assert set(Q) == {("low", "m", 1), ("low", "m", 2)} and seen == [4, 4]      # the first n only
     for b in (1, 2):
-        hyps = sweeps["low", "m"][b]["hyps"]
-        assert len(hyps) == 4                                                # the first n only
-        assert Q["low", "m", b]["one_word"].estimate == pytest.approx(sum(len(h.split()) <= 1 for h in hyps) / 4)
+        assert sweeps["low", "m"][b]["hyps"] == outputs[b]
         assert Q["low", "m", b]["multi_ref_bleu"].estimate == pytest.approx(sweeps["low", "m"][b]["multi_ref_bleu"], abs=1e-6)
+    assert Q["low", "m", 1]["one_word"].estimate == pytest.approx(0.5)       # "w" and ""
+    assert Q["low", "m", 2]["one_word"].estimate == pytest.approx(0.75)      # "u", "v", "w"

@@ -88,24 +88,33 @@ def fake_task(refs):
     return SimpleNamespace(corpus=SimpleNamespace(test=test))
 
 
-def fake_raw(hyps, expansions):
+def fake_raw(hyps, expansions, exact_hyps=None):
+    """Beam searches (every beam) output ``hyps``; exact search ``exact_hyps`` (default: the same)."""
     sweep = {"hyps": hyps}
     return {"beam4": sweep, "beam4_exact_sources": sweep, "seeds": {1: sweep, 4: sweep},
-            "exact": {"hyps": hyps, "expansions": expansions}}
+            "exact": {"hyps": hyps if exact_hyps is None else exact_hyps, "expansions": expansions}}
 
 
 def test_quality_by_model_perfect_hypotheses_and_the_relative_score():
     refs = [["the cat sleeps .", "the cat sleeps ."], ["a dog runs far away .", "a dog runs far away ."]]
     tasks, hyps = {1.0: fake_task(refs)}, [r[0] for r in refs]
-    raw = {1.0: {"softmax": fake_raw(hyps, [1, 4]), "scones_1.0": fake_raw(hyps, [2, 8])}}
+    wrong = ["x y z w", "x y z w v u"]                                       # no word in common with the references
+    raw = {1.0: {"softmax": fake_raw(hyps, [1, 4], exact_hyps=wrong),      # softmax: beams right, the mode wrong
+                 "scones_1.0": fake_raw(wrong, [2, 8], exact_hyps=hyps)}}   # SCONES: beams wrong, the mode right
     q = ibm_tasks.quality_by_model(tasks, raw, [1.0], ["softmax", "scones_1.0"], exact=[0, 1], proven=[1],
                                    n_beam=2, start_beams=[1, 4])
     assert q["beam4"][1.0, "softmax"][B].estimate == pytest.approx(100.0)
     assert q["beam4"][1.0, "softmax"]["len_ratio"].estimate == pytest.approx(1.0)
+    assert q["beam4"][1.0, "scones_1.0"][B].estimate == pytest.approx(0.0)
+    assert q["exact"][1.0, "softmax"][B].estimate == pytest.approx(0.0)
+    assert q["exact"][1.0, "scones_1.0"][B].estimate == pytest.approx(100.0)
     assert set(q["by_beam"][1.0, "softmax"]) == {"beam 1", "beam 4", "mode"}
+    assert q["by_beam"][1.0, "softmax"]["beam 4"][B].estimate == pytest.approx(100.0)
+    assert q["by_beam"][1.0, "softmax"]["mode"][B].estimate == pytest.approx(0.0)
     assert q["states"][1.0, "softmax"].estimate == pytest.approx(2.0)       # log2(4) on the proven sentence 1
     assert q["states"][1.0, "scones_1.0"].estimate == pytest.approx(3.0)    # log2(8)
-    assert q["rel"][1.0, "scones_1.0"].estimate == pytest.approx(100.0)    # as good as softmax's beam 4
+    assert q["rel"][1.0, "scones_1.0"].estimate == pytest.approx(100.0)    # its mode as good as softmax's beam 4
+    assert q["rel"][1.0, "softmax"].estimate == pytest.approx(0.0)         # softmax's mode: nothing right
     none = ibm_tasks.quality_by_model(tasks, raw, [1.0], ["softmax"], exact=[0, 1], proven=[], n_beam=2, start_beams=[1, 4])
     assert none["exact"] == {} and none["rel"] == {} and set(none["beam4"]) == {(1.0, "softmax")}
 
@@ -162,10 +171,19 @@ def test_the_and_full_scores_the_stop_and_the_best_full_translation():
     assert the == pytest.approx(by_hand(VOCAB.encode("the")), abs=1e-4)          # log P(the | x), log P(EOS | x, the)
     fulls = {h: by_hand(VOCAB.encode(h)) for h in ("the cat .", "cat sleeps .")}  # "the" and "" are not full translations
     assert sum(full) == pytest.approx(max(sum(v) for v in fulls.values()), abs=1e-4)
-    lp = score([BOS] + VOCAB.encode("the")[:-1]).double()
-    assert entropy == pytest.approx(float(-(lp.exp() * lp).sum()), abs=1e-6) and 0 <= entropy <= math.log(len(VOCAB))
+    assert 0 <= entropy <= math.log(len(VOCAB))
     only_the, _, _ = ibm_tasks.the_and_full(model, VOCAB, VOCAB, "cat sleeps", ["the"])   # nothing else: the first
     assert len(only_the) == 2
+
+
+def test_the_and_full_entropy_by_hand_for_known_logits():
+    model = tiny_model()
+    logits = torch.full((len(VOCAB),), -1e4)                  # every next token, whatever the prefix: p = 1/2, 1/4, 1/4, 0...
+    logits[VOCAB.encode("cat")[0]], logits[VOCAB.encode("sleeps")[0]], logits[VOCAB.encode(".")[0]] = math.log(2), 0.0, 0.0
+    model.decode = lambda tgt_in, *args, **kwargs: logits.expand(tgt_in.shape[0], tgt_in.shape[1], -1)
+    _, the, entropy = ibm_tasks.the_and_full(model, VOCAB, VOCAB, "cat sleeps", ["cat sleeps ."])
+    assert entropy == pytest.approx(1.5 * math.log(2), abs=1e-6)      # 1/2 log 2 + 2 * 1/4 log 4
+    assert the[0] < -1e3                                              # "the" has no mass under these logits
 
 
 def test_measure_seeds_exact_search_with_the_beams():

@@ -60,6 +60,8 @@ def test_usage_table_and_epochs_all_styles():
     hists = {"A": SimpleNamespace(epochs=[ep([2, 2], [[1, 1], [1, 1]]), ep([3, 1], [[3, 0], [0, 1]])]),
              "B": SimpleNamespace(epochs=[ep([4.2, 0], [[2, 2], [0, 0]])])}
     assert mr.usage_table(hists, ("A", "B")) == [[1, "2/2", "0.50", "4/0", "0.50"], [2, "3/1", "1.00", "", ""]]
+    halves = {"A": SimpleNamespace(epochs=[ep([2.5, 0.5, 1], [[1, 1], [1, 1]])])}     # as usage_text: halves up, once
+    assert mr.usage_table(halves, ("A",))[0][1] == "3/1/1"
     assert mr.epochs_all_styles([[[1, 1], [1, 1]], [[3, 0], [0, 1]], [[9, 1], [5, 5]]]) == 1   # 1 of 10 is under a fifth
 
 

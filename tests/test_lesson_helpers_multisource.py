@@ -106,8 +106,7 @@ def test_merged_nouns_figure_draws_a_bar_per_system_and_its_red_mark(data):
 def test_explore_meanings_opens_on_the_attention_system_and_the_dog_and_the_cat(data, monkeypatch):
     seen = {}
     monkeypatch.setattr(ms, "translation_html", lambda model, d, system, sources, beam, names: f"{system} beam {beam}")
-    import nbsupport.views.live as live
-    monkeypatch.setattr(live, "composed_view", lambda corpus, translate, names, **parts: seen.update(parts) or
+    monkeypatch.setattr(ms, "composed_view", lambda corpus, translate, names, **parts: seen.update(parts) or
                         translate({"xa": "w"}))
     ms.explore_meanings({"fr": None, "fr+de.attn_basic": None}, data, interactive=False)
     assert widgets.VIEWS[-1].last == "fr+de.attn_basic beam 1"

@@ -8,9 +8,21 @@ from collections import Counter
 from typing import Sequence
 
 import numpy as np
+import matplotlib.pyplot as plt
+import torch
+import torch.nn as nn
+from scipy.optimize import linear_sum_assignment
 
 from ..data.vocab import WordVocab
 from ..metrics import corpus_bleu, oracle_assignment
+from ..data import synthetic as syn
+from ..data.batching import pad_batch
+from ..decode import decode
+from ..models.transformer import shift_right
+from ..stats import Resampled
+from ..views.live import compare_table
+from ..views.plots import quality_diversity
+from ..views.tables import table as text_table
 
 
 def latent_label_confusion(hyps: Sequence[Sequence[str]], refs, labels, n_labels: int, seed: int = 0):
@@ -47,7 +59,6 @@ def matched_accuracy(confusion) -> float:
     latent value is matched to a *different* style (the one-to-one matching with the most
     hypotheses, Hungarian algorithm). Unlike :func:`purity`, latent values that all write one style
     score 1/S, not 1; K x S counts with K <= S (every value needs a style of its own)."""
-    from scipy.optimize import linear_sum_assignment
     c = np.asarray(confusion, dtype=float)
     if c.ndim != 2 or c.shape[0] > c.shape[1] or c.sum() <= 0:
         raise ValueError(f"matched_accuracy needs K x S counts with K <= S and some hypotheses, got shape {c.shape}")
@@ -59,7 +70,6 @@ def resampled_matched_accuracy(per_source_confusion, boot):
     """:func:`matched_accuracy` of the latent x style counts summed over the sources
     (:func:`confusion_per_source`), on the test set and in every resample of ``boot``
     (:class:`nbsupport.stats.Resamples`): a :class:`nbsupport.stats.Resampled`."""
-    from ..stats import Resampled
     conf = np.asarray(per_source_confusion, dtype=float)
     return Resampled(matched_accuracy(conf.sum(0)),
                      np.array([matched_accuracy(c) for c in np.tensordot(boot.counts, conf, axes=1)]))
@@ -168,7 +178,6 @@ def one_reference(refs, seed: int = 0) -> list[str]:
 
 def set_dropout(model, p: float) -> None:
     """Set every dropout probability of a model (nn.Dropout modules and attention dropout)."""
-    import torch.nn as nn
     for m in model.modules():
         if isinstance(m, nn.Dropout):
             m.p = p
@@ -195,7 +204,6 @@ def flip_details(clean, noisy) -> dict:
     every expert shares (the encoder's dropout moves all K NLLs together) cannot flip the choice;
     with K = 2 the choice flips exactly when the difference moves by more than the gap, against
     the gap's sign."""
-    import torch
     clean, noisy = clean.float(), noisy.float()
     order = clean.argsort(dim=1)
     best, second = order[:, :1], order[:, 1:2]
@@ -211,7 +219,6 @@ def estep_with_dropout(model, src, tgt_in, tgt_out, p: float, seed: int = 0):
     """One E-step twice: every latent value's sentence NLL (B, K) without dropout and with
     dropout ``p`` (seeded); the model's own dropout is restored. The argmin of each row is the
     E-step's choice: where the two differ, dropout flipped it (:func:`estep_flips`)."""
-    import torch
     if not 0 <= p < 1:
         raise ValueError(f"the dropout probability p must be in [0, 1), got {p!r}")
     old = [(m, getattr(m, "p", None), getattr(m, "dropout", None)) for m in model.modules()]
@@ -240,8 +247,6 @@ def sample_sentences(data, n: int, seed: int, device="cpu"):
     """(src, tgt_in, tgt_out) of ``n`` training pairs drawn uniformly without replacement
     (seeded): ordinary sentences of every length, as the papers' flip rates are measured on
     (a token batch would hold only sentences of similar length)."""
-    from ..data.batching import pad_batch
-    from ..models.transformer import shift_right
     if not 0 < n <= len(data):
         raise ValueError(f"n must be in 1..{len(data)} (the number of pairs), got {n}")
     idx = random.Random(seed).sample(range(len(data)), n)
@@ -270,7 +275,6 @@ LABEL_MEANING = {"D1": "D1, one expert trained: the E-step sends (nearly) every 
 # --------------------------------------------------------------------------- lesson 04: expert collapse
 def style_of(hyp: str, k: int = 3) -> str:
     """The one toy style of 0..k-1 (as a str) whose final mark and verb phrase (voice, tense, synonym) ``hyp`` has, else "none"."""
-    from ..data import synthetic as syn
     words, fits = f" {hyp[:-1]} ", []
     for s in range(k):
         f = syn.style_features(s)
@@ -283,7 +287,6 @@ def style_of(hyp: str, k: int = 3) -> str:
 
 def content_right(hyp: str, refs: Sequence[str], labels: Sequence[int]) -> bool:
     """Whether ``hyp`` without the toy's optional phrases is word for word the reference of its own style (:func:`style_of`)."""
-    from ..data import synthetic as syn
     free = {w for _, template, words in syn.OPTIONAL for w in template.format(" ".join(words)).split()}
     core = lambda t: [w for w in t[:-1].split() if w not in free]   # noqa: E731
     style = style_of(hyp, len(refs))
@@ -310,15 +313,12 @@ def usage_text(usage) -> str:
 
 def latent_greedy(model, task, sentence: str, device) -> list[str]:
     """The K greedy translations of one source sentence, one per fixed expert z."""
-    from ..data.batching import pad_batch
-    from ..decode import decode
     src = pad_batch([task.src_vocab.encode(sentence)]).to(device)
     return [task.tgt_vocab.decode(h.tokens) for h in decode(model, src, "latent_greedy")[0]]
 
 
 def expert_panels(hyps: dict, usage: dict, refs, labels) -> str:
     """HTML: side by side, per model its K translations of one source, each with its style and whether its content is right."""
-    from ..views.live import compare_table
     tables = [compare_table([f"z={z}" for z in range(len(hs))], hs, title=f"{name} (usage {usage[name]})", column="translation",
                             extra={"its style": [style_of(h, len(hs)) for h in hs],
                                    "content": ["right" if content_right(h, refs, labels) else "wrong" for h in hs]})
@@ -328,7 +328,6 @@ def expert_panels(hyps: dict, usage: dict, refs, labels) -> str:
 
 def collapse_table(table: dict) -> str:
     """Lesson 04's diagnosis table: per mixture its usage, per-latent BLEU, pairwise BLEU [95%], styles, content, label."""
-    from ..views.tables import table as text_table
     rows = [[n, usage_text(e["usage"]), " ".join(f"{b:.1f}" for b in e["per_latent_bleu_1ref"]),
              e["intervals"]["pairwise_bleu"].format(".1f"), f"{e['styles_by_markers']} ({e['purity_by_markers']:.2f})",
              " ".join(f"{r:.0%}" for r in e["content_right_by_z"]), e["label"]] for n, e in table.items()]
@@ -352,7 +351,6 @@ def second_share(usage) -> float:
 
 def diagnosis_figure(table: dict, order: Sequence[str]):
     """Each mixture by its second-busiest expert's share (x) and pairwise BLEU with its 95% interval (y), the D1 and D2 bands shaded."""
-    import matplotlib.pyplot as plt
     colour = {label: f"C{i}" for i, label in enumerate(dict.fromkeys(table[n]["label"] for n in order))}
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.axvspan(-0.03, 0.01, color="grey", alpha=0.2)                 # D1 by usage: no second expert above 1%
@@ -377,7 +375,6 @@ def prior_lean(model, batches, usage) -> dict:
     """A learned-prior mixture's hard E-step over ``batches`` without its prior: ``busy`` (the expert with the most
     ``usage``), ``no_prior`` (pairs won per expert by NLL alone), ``log_prior`` (mean log p(z|x) per z) and ``gain``
     (the most nats by which any expert fits a pair better than the busy one)."""
-    import torch
     busy, wins, log_prior, gain = max(range(len(usage)), key=lambda z: usage[z]), None, [], []
     with torch.no_grad():
         for s, i, o, *_ in batches:
@@ -392,15 +389,14 @@ def prior_lean(model, batches, usage) -> dict:
 
 
 def lean_table(lean: dict, usage) -> str:
-    """Per expert (of :func:`prior_lean`): the pairs it wins without the prior, with it (``usage``), its mean log p(z|x)."""
-    from ..views.tables import table as text_table
-    rows = [[f"z={z}", n, f"{u:.0f}", f"{lp:.1f}"] for z, (n, u, lp) in enumerate(zip(lean["no_prior"], usage, lean["log_prior"]))]
+    """Per expert (of :func:`prior_lean`): the pairs it wins without the prior, with it (``usage``, printed by
+    :func:`usage_text`), its mean log p(z|x)."""
+    rows = [[f"z={z}", n, usage_text([u]), f"{lp:.1f}"] for z, (n, u, lp) in enumerate(zip(lean["no_prior"], usage, lean["log_prior"]))]
     return text_table(rows, ["expert", "pairs won without the prior", "with it (last epoch)", "mean log p(z|x)"])
 
 
 def usage_figure(hists: dict, names: dict):
     """One panel per model (``names``: model -> what it changes): each expert's share of the training pairs per epoch."""
-    import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(names), figsize=(11, 3.2), sharey=True, squeeze=False)
     for ax, (name, change) in zip(axes[0], names.items()):
         share = [[u / sum(ep["usage"]) for u in ep["usage"]] for ep in hists[name].epochs]   # (epochs, K)
@@ -435,8 +431,6 @@ def style_split_by_epoch(hists: dict, names: Sequence[str]) -> list[list]:
 
 def quality_diversity_figure(table: dict, human: dict, order: Sequence[str]):
     """The paper's Fig. 2 for lesson 04: pairwise BLEU against multi-reference BLEU, 95% intervals, coloured by diagnosis."""
-    import matplotlib.pyplot as plt
-    from ..views.plots import quality_diversity
     fig, ax = plt.subplots(figsize=(7.5, 5.5))
     for e in table.values():
         pw, q = e["intervals"]["pairwise_bleu"], e["intervals"]["multi_ref_bleu"]

@@ -422,10 +422,10 @@ def records(sweeps: dict, Q: dict, beams: Sequence[int], models: Sequence[str]) 
 
 
 def curse_summary(Q: dict, models: Sequence[str], b4: int, big: int, level: str = "high") -> str:
-    """One sentence: which models' BLEU falls, holds or rises from beam ``b4`` to ``big`` (paired
-    interval), with their one-word shares at ``big``."""
-    moves = {n: (Q[level, n, big]["multi_ref_bleu"] - Q[level, n, b4]["multi_ref_bleu"]).interval().says("rises", "falls", "holds")
+    """One sentence: which models' BLEU falls, is not shown to move, or rises from beam ``b4`` to ``big``
+    (paired interval), with their one-word shares at ``big``."""
+    moves = {n: (Q[level, n, big]["multi_ref_bleu"] - Q[level, n, b4]["multi_ref_bleu"]).interval().says("rises", "falls", "not shown to move")
              for n in models}
     parts = [", ".join(ns) + f": BLEU {v} (one-word outputs " + ", ".join(f"{Q[level, n, big]['one_word'].estimate:.0%}" for n in ns) + ")"
-             for v in ("falls", "holds", "rises") if (ns := [n for n in models if moves[n] == v])]
+             for v in ("falls", "not shown to move", "rises") if (ns := [n for n in models if moves[n] == v])]
     return f"{_title(level)}, beam {big} against {b4}: " + "; ".join(parts) + "."

@@ -13,9 +13,10 @@ import statistics
 import time
 
 import numpy as np
+import matplotlib.pyplot as plt
 
 from .. import registry, translation
-from ..metrics import diversity_report, human_scores, mbleu
+from ..metrics import diversity_report, human_scores, mbleu, sentence_bleu
 from ..models.mixture import MixtureConfig
 from ..models.target_encoder import LAMBDA_CANDIDATES, ConditioningConfig
 from ..pipeline import Task, toy_task, train_model
@@ -23,6 +24,10 @@ from ..profiles import Profile, profile
 from ..stats import Resampled
 from .analysis import latents_used
 from .mixture_runs import train_variant, train_vnmt
+from ..data.synthetic import PUNCTUATION
+from ..views.live import compare_table, page, source_ids
+from ..views.plots import label_points
+from ..views.tables import table
 
 # registry method names, in the order of the tables (decoding methods on the baseline first)
 COMPARED = ("sampling", "topk", "nucleus", "beam", "diverse_beam", "hard_moe", "hMlp", "sMup", "vnmt",
@@ -260,8 +265,6 @@ def method_view(name: str, model, t: Task, sentence: str, k: int, references=(),
     """Live: method ``name``'s K hypotheses of one source (a test sentence or one the student
     wrote), the words that differ highlighted; against the source's references when it has
     them, each hypothesis's best-matching reference and its sentence BLEU."""
-    from ..metrics import sentence_bleu
-    from ..views.live import compare_table, page, source_ids
     source_ids(sentence, t.src_vocab, model.config.max_len)      # an empty or unknown-word source is named
     hyps = translate(name, model, t, [sentence], k, seed, unknown="error", **options)[0]
     setting = ", ".join(f"{o}={v}" for o, v in options.items()) or "no setting to tune"
@@ -281,7 +284,6 @@ def method_view(name: str, model, t: Task, sentence: str, k: int, references=(),
 
 def final_mark(h: str) -> str:
     """The final punctuation mark of ``h`` (the toy's style s ends in PUNCTUATION[s % 4]); "" if none."""
-    from ..data.synthetic import PUNCTUATION
     return max((m for m in PUNCTUATION if h.endswith(m)), key=len, default="")
 
 
@@ -291,14 +293,12 @@ def _words(s: str) -> list[str]:
 
 def nearest_reference(h: str, refs) -> int:
     """The index of the reference of ``refs`` with the highest sentence BLEU against ``h`` (the first on ties)."""
-    from ..metrics import sentence_bleu
     return max(range(len(refs)), key=lambda j: sentence_bleu(h, refs[j]))
 
 
 def example_table(hyps: dict, refs, labels) -> str:
     """A table of each method's hypotheses of one source ({method: [hypothesis]}), with the style of
     its nearest reference (``labels[j]``: reference j's style) and its final mark."""
-    from ..views.tables import table
     return table([[n, labels[nearest_reference(h, refs)], final_mark(h) or "-", h] for n, hs in hyps.items() for h in hs],
                  ["method", "nearest style", "mark", "hypothesis"])
 
@@ -321,8 +321,6 @@ def values_table(hyps: dict, refs) -> str:
     """A table of each latent model's hypotheses of one source ({model: [hypothesis of value z]}): BLEU
     against the nearest reference, the weakest value (only a strictly lowest one) and the number of distinct
     strings (not styles) marked."""
-    from ..metrics import sentence_bleu
-    from ..views.tables import table
     near = lambda h: max(sentence_bleu(h, r) for r in refs)
     rows = []
     for n, hs in hyps.items():
@@ -363,7 +361,6 @@ def grid_ends(settings: dict) -> list[str]:
 
 def tuning_table(settings: dict, ks) -> str:
     """The dev-set choice of every tuned method ({(method, K): setting}) per K, marked at its grid's ends."""
-    from ..views.tables import table
     name = {"top_k": "top-k's k", "top_p": "nucleus's p", "diversity": "diverse beam's δ"}
     tuned = [n for n in GRIDS if any((n, k) in settings for k in ks)]
 
@@ -405,9 +402,7 @@ def above_frontier(point: tuple[float, float], line: list[tuple[float, float]]) 
 def plane_figure(R: dict, human: dict, decoding, latent, ks, quality: str = "multi_ref_bleu"):
     """Notebook 08's quality-diversity plane, decoding methods (sampling, beam, diverse beam) and latent
     models side by side, 95% bars, the human star and the decoding methods' frontier: (figure, frontier)."""
-    import matplotlib.pyplot as plt
 
-    from ..views.plots import label_points
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharex=True, sharey=True)
     colour = dict(zip(COMPARED, ["C0", "C1", "C2", "C4", "C5", "C6", "C8", "C9", "k", "navy"]))   # no red, no grey
     shown = [n for n in ("sampling", "beam", "diverse_beam") if n in decoding]
@@ -447,7 +442,6 @@ def final_marks(hyps, boot) -> Resampled:
 def k_eq_s_table(R: dict, human_R: dict, marks: dict, k: int, s: int, quality: str = "multi_ref_bleu") -> str:
     """Every method's scores at K = ``k`` with 95% intervals, its distinct final marks and whether coverage is
     above, below or not shown apart (≈) from them (paired), then the human point."""
-    from ..views.tables import table
     rows = [[n] + [R[n, k][m].interval().format(f) for m, f in (("pairwise_bleu", ".1f"), (quality, ".1f"), ("coverage", ".2f"))]
             + [f"{marks[n].estimate:.2f}", (R[n, k]["coverage"] - marks[n]).interval().says("above", "below", "≈")]
             for n in marks]
@@ -464,7 +458,6 @@ def inside(R: dict, name: str, other: str, ks, quality: str = "multi_ref_bleu") 
 
 def purity_table(found: dict, weakest: dict, k: int, s: int) -> str:
     """The latent models' purity ({model: (purity, Interval, styles owned, reading)}) and weakest value's BLEU."""
-    from ..views.tables import table
     return table([[n, f"{iv.format('.2f')} {side}", f"{o} of {s}", f"{weakest[n]:.1f}"] for n, (_, iv, o, side) in found.items()],
                  ["latent model", f"purity at K = {k} [95%]", "styles that are a value's main one", "weakest value's BLEU"])
 
@@ -472,7 +465,6 @@ def purity_table(found: dict, weakest: dict, k: int, s: int) -> str:
 def sets_table(R: dict, rows: dict, sets: dict, k: int, quality: str = "multi_ref_bleu") -> str:
     """A table of hypothesis sets at K = ``k`` ({row label: method}): distinct strings, coverage, quality and
     pairwise BLEU with 95% intervals."""
-    from ..views.tables import table
     return table([[s, f"{rows[n, k]['distinct']:.1f} of {k}"] + [R[n, k][m].interval().format(f) for m, f in
                   (("coverage", ".2f"), (quality, ".1f"), ("pairwise_bleu", ".1f"))] for s, n in sets.items()],
                  [f"K = {k}", "distinct", "coverage", "multi-ref BLEU", "pairwise BLEU"])
@@ -481,7 +473,6 @@ def sets_table(R: dict, rows: dict, sets: dict, k: int, quality: str = "multi_re
 def top_up_table(margins: dict) -> str:
     """Each top-up's paired margins over Hard-MoE alone ({top-up: {metric: Interval}}) read as better / worse /
     ≈ (the interval holds 0) on coverage, quality and diversity (lower pairwise BLEU is better)."""
-    from ..views.tables import table
     word = lambda m, iv: iv.says(*(("worse", "better") if m == "pairwise_bleu" else ("better", "worse")), "≈")
     metrics = list(next(iter(margins.values())))
     return table([[t] + [word(m, iv) for m, iv in ms.items()] for t, ms in margins.items()],
@@ -513,7 +504,6 @@ def pick_text(p: dict) -> str:
 
 def grid_table(recommendation: dict, ks, s: int) -> str:
     """The recommendation grid ({need: {"K<k>": pick}}): one row per need, one column per K."""
-    from ..views.tables import table
     return table([[need] + [pick_text(r[f"K{k}"]) for k in ks] for need, r in recommendation.items()],
                  ["need"] + [f"K={k}" + (" (= S)" if k == s else " (> S)" if k > s else "") for k in ks])
 
@@ -552,7 +542,6 @@ def answer_table(recommendation: dict, ks, found, top_ups) -> str:
     """The opening answer row by row against the grid ({need: {"K<k>": pick}}): per K, "yes" where the grid
     picks or ties the row's method (a model of ``found``, or one of ``top_ups``, for the first two rows),
     "yes (tied with B)" where it ties with a method B the row does not name, else "no"."""
-    from ..views.tables import table
 
     def cell(ns, use):
         other = [n for n in ns if n not in use]

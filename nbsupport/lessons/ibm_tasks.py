@@ -15,15 +15,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import ibm
+from .. import ibm, stats
 from ..cache import cached_file
 from ..data import bible
 from ..data.synthetic import Corpus, Split, ToyConfig, detokenize, toy
-from ..data.vocab import WordVocab
+from ..data.vocab import BOS, WordVocab
 from ..pipeline import Task
 from ..profiles import Profile, profile
 from ..pipeline import host_work
-from ..train import Encoded
+from ..train import Encoded, converged
+from ..decode import token_scores
+from ..search import ModelScorer
+from ..views.live import source_tensor
+from .beam_curse import beam_sweep, candidates, exact_sweep, quality_stats, resampled_quality, softmax_and_scones_jobs
 
 TOKENIZE = WordVocab.tokenize       # word level, punctuation split off (the toy's own tokens)
 BIBLE_MAX_WORDS = 50                # verses longer than this (either side) are left out of IBM training
@@ -135,7 +139,6 @@ def nmt_jobs(alphas: dict, seed: int, training: dict, model: dict | None = None)
     """:func:`~nbsupport.lessons.beam_curse.softmax_and_scones_jobs` (no label smoothing, as the
     paper) with ``training`` (e.g. epochs, warm-up, the convergence criterion) and ``model`` (sizes)
     on top."""
-    from .beam_curse import softmax_and_scones_jobs
     return softmax_and_scones_jobs(alphas, seed, training=training, model=model)
 
 
@@ -144,7 +147,6 @@ def convergence(history, converged_below: float, patience: int = 1) -> dict:
     dev set: each of its last ``patience`` epochs lowered the validation loss by less than
     ``converged_below`` of the epoch before (the rule ``TrainConfig.converged_below`` stops at,
     :func:`nbsupport.train.converged`; a run that reached its epoch cap still improving did not)."""
-    from ..train import converged
     valid = [e["valid_nll"] for e in history.epochs]
     return {"valid_nll": valid, "best_epoch": history.best_epoch, "epochs": len(valid),
             "converged": converged(history, converged_below, patience)}
@@ -156,8 +158,6 @@ def quality_by_model(tasks: dict, raw: dict, gammas, models, exact: list[int], p
     """{"beam4", "exact", "beam4_on_proven", "states", "by_beam", "rel"}: per (gamma, model), the resampled
     quality of beam 4 (first ``n_beam`` test sources) and, on the ``proven`` sentences of ``exact``, of the
     mode, each start beam, log2 prefixes expanded, and the mode's BLEU as % of softmax's beam 4."""
-    from .beam_curse import quality_stats, resampled_quality
-    from .. import stats
     boot, boot_p = stats.Resamples(n_beam, seed=seed), stats.Resamples(max(len(proven), 1), seed=seed)
     quality = lambda hyps, refs, b, on=None: resampled_quality(quality_stats(hyps, refs), b, on)
     q = {k: {} for k in ("beam4", "exact", "beam4_on_proven", "states", "by_beam", "rel")}
@@ -224,12 +224,9 @@ def plot_by_gamma(ax, series: dict, gammas, ylabel: str):
 
 def the_and_full(model, src_vocab, tgt_vocab, source: str, hyps):
     """(full, the, entropy): the token scores of the highest-scoring of ``hyps`` that is neither empty nor
-    "the" (the first of ``hyps`` if none is), those of "the" + EOS, and the entropy (nats) of the next token
-    after "the", all given ``source``."""
-    from ..data.vocab import BOS
-    from ..decode import token_scores
-    from ..search import ModelScorer
-    from ..views.live import source_tensor
+    "the" (the first of ``hyps`` if none is), those of "the" + EOS, and -sum p log p (nats) over the next token
+    after "the", all given ``source``. That is the next token's entropy only for a softmax model: SCONES's
+    log-sigmoid scores do not sum to 1 over the vocabulary, so for it the number is no entropy."""
     fulls = [h for h in hyps if TOKENIZE(h) not in ([], ["the"])] or list(hyps[:1])
     x = source_tensor([source], src_vocab, model).expand(len(fulls) + 1, -1)
     the_ids = tgt_vocab.encode("the")                     # "the", EOS
@@ -299,7 +296,6 @@ def measure(task: Task, model, exact: list[int], n_beam: int, start_beams, budge
     """{"beam4", "beam4_exact_sources", "seeds", "exact"}: beam 4 on the first ``n_beam`` test sources and,
     on the test sources ``exact``, each of the ``start_beams`` then exact search (at most ``budget`` prefixes
     expanded) bounded by their best output (:mod:`~nbsupport.lessons.beam_curse`'s sweeps)."""
-    from .beam_curse import beam_sweep, candidates, exact_sweep
     t = task.corpus.test
     ex_src, ex_refs = [t.src[i] for i in exact], [t.refs[i] for i in exact]
     seeds = beam_sweep(model, task.src_vocab, task.tgt_vocab, ex_src, ex_refs, start_beams)

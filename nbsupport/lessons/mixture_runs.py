@@ -5,15 +5,23 @@ from __future__ import annotations
 import itertools
 
 import torch
+import numpy as np
 
-from .analysis import degeneracy, latents_used, one_reference, per_latent_bleu_one_ref, seed_label
+from .analysis import degeneracy, latents_used, matched_accuracy, one_reference, per_latent_bleu_one_ref, seed_label, usage_text
 from ..data.batching import pad_batch
 from ..decode import decode, token_ids
-from ..metrics import diversity_report, pairwise_bleu
+from ..metrics import diversity_report, pairwise_bleu, sentence_bleu
 from ..models.mixture import MixtureConfig
 from ..pipeline import Task, is_cached, toy_task, train_in_parallel, train_model
 from ..profiles import Profile, profile
 from ..train import CONVERGED_BELOW
+from .. import stats
+from ..data.synthetic import OPTIONAL
+from ..models.vnmt import VNMTConfig, gaussian_kl
+from ..stats import Resampled, Resamples, seed_interval
+from ..train import converged as stopped
+from ..views.plots import plt
+from ..views.tables import mean_std
 
 
 def task(cfg: Profile | str, seed: int = 0, strength: str = "strong") -> Task:
@@ -88,7 +96,6 @@ VNMT_DIM = 16    # the Gaussian latent's dimension (Shen et al.: 512 with 512-d 
 
 def train_vnmt(t: Task, device, seed: int = 0):
     """The variational NMT baseline (KL annealed over the first half of training)."""
-    from ..models.vnmt import VNMTConfig
     return train_model(t, f"vnmt-dz{VNMT_DIM}", device, n_latent=VNMT_DIM, seed=seed, progress=False, options=VNMTConfig())
 
 
@@ -140,7 +147,6 @@ def resampled(hyps, t: Task, boot, seed: int = 0) -> dict:
     pairwise, multi-reference and average oracle BLEU and coverage (:func:`nbsupport.stats.resampled_metrics`),
     and ``per_latent_1ref``, one :class:`~nbsupport.stats.Resampled` per latent of the per-latent
     BLEU against the one reference of :func:`~nbsupport.lessons.analysis.per_latent_bleu_one_ref`."""
-    from .. import stats
     refs = t.corpus.test.refs[:len(hyps)]
     out = stats.resampled_metrics(hyps, refs, boot, seed)
     one = [[r] for r in one_reference(refs, seed)]
@@ -153,8 +159,6 @@ def runner_up_ratio(per_latent):
     """The D1 test's quantity with its resamples: the second-best latent's BLEU over the best
     latent's (:data:`~nbsupport.lessons.analysis.D1_RATIO` is its threshold), the ranking taken
     from the estimates. ``per_latent``: one :class:`~nbsupport.stats.Resampled` per latent."""
-    import numpy as np
-    from ..stats import Resampled
     best, second = sorted(per_latent, key=lambda r: r.estimate, reverse=True)[:2]
     safe = np.where(best.values > 0, best.values, np.nan)
     values = np.nan_to_num(second.values / safe, nan=1.0)    # a resample where nothing decodes: no latent stands out
@@ -166,8 +170,6 @@ def second_usage_share(usage, seed: int = 0):
     (D1 by definition when it is about 0: one expert takes everything), with its resamples over
     the training sentences (:class:`~nbsupport.stats.Resamples` of the usage histogram). Soft
     EM's usage is posterior mass (floats): resampled as that many whole sentences, rounded."""
-    import numpy as np
-    from ..stats import Resampled, Resamples
     usage = [float(u) for u in usage]
     n = round(sum(usage))
     if n < 1 or len(usage) < 2:
@@ -182,7 +184,6 @@ def converged(history, tolerance: float = CONVERGED_DROP) -> bool:
     """Has training converged on the dev set: did the last epoch lower the validation NLL by less
     than ``tolerance`` of its previous value (or raise it)? One epoch alone is never converged. The
     rule training stops by (``TrainConfig.converged_below``, :func:`nbsupport.train.converged`)."""
-    from ..train import converged as stopped
     return stopped(history, tolerance, 1)
 
 
@@ -204,7 +205,6 @@ def over_seed_values(per_seed):
     """A claim's value from the seeds' :class:`~nbsupport.stats.Resampled` of one quantity: with
     one seed, its resamples; with several, :func:`nbsupport.stats.seed_interval` of their estimates
     around the first seed's bootstrap interval (the seeds' sample sd in quadrature)."""
-    from ..stats import seed_interval
     per_seed = list(per_seed)
     if not per_seed:
         raise ValueError("over_seed_values needs the value of at least one seed")
@@ -221,8 +221,6 @@ def vnmt_probe(model, t: Task, sentences: int | None = None, seed: int = 0) -> d
     pairwise BLEU (100: the decoder ignores z even when z was inferred from different
     references) and the share of decodes whose best-matching reference (sentence BLEU) is the one
     their z was inferred from, strictly (a tie counts against it; chance: at most 1/M)."""
-    from ..metrics import sentence_bleu
-    from ..models.vnmt import gaussian_kl
     test = t.corpus.test
     srcs, refs = test.src[:sentences], test.refs[:sentences]
     device = next(model.parameters()).device
@@ -259,7 +257,6 @@ def over_seeds(per_seed: list[dict]) -> dict:
     would blend them into a healthy-looking row). Means of the other columns; the label is the
     seeds' strict majority (:func:`~nbsupport.lessons.analysis.seed_label`, else "mixed"), with
     ``labels_per_seed`` beside it."""
-    from ..views.tables import mean_std
     if not per_seed:
         raise ValueError("over_seeds needs the evaluation of at least one seed")
     n = len(per_seed)
@@ -321,9 +318,12 @@ def record_table1(run, table: dict, hists: dict, dropout: float) -> None:
 
 
 def same_assignment(z_a, z_b, k: int) -> float:
-    """The share of pairs two models give the same expert, under the relabelling of experts that matches most."""
-    z_a, z_b = torch.as_tensor(z_a), torch.as_tensor(z_b)
-    return max(float((z_a.new_tensor(p)[z_a] == z_b).float().mean()) for p in itertools.permutations(range(k)))
+    """The share of pairs two models give the same expert, under the relabelling of experts that matches most:
+    :func:`assignment_agreement` of the k x k table of (expert under a, expert under b) counts."""
+    counts = [[0] * k for _ in range(k)]
+    for a, b in zip(torch.as_tensor(z_a).tolist(), torch.as_tensor(z_b).tolist()):
+        counts[a][b] += 1
+    return assignment_agreement(counts)
 
 
 def shared_styles(conf, clean, tgt_out, hyps, near: float, vocab=None, hold: float = 0.2, split: float = 0.3) -> list[dict]:
@@ -349,7 +349,6 @@ def shared_styles(conf, clean, tgt_out, hyps, near: float, vocab=None, hold: flo
 
 
 def _optional(word) -> bool:
-    from ..data.synthetic import OPTIONAL
     return any(word in words for _, _, words in OPTIONAL)
 
 
@@ -379,7 +378,6 @@ def sharing_line(name: str, findings: list[dict], label: str) -> str:
 
 def style_bars(panels, k: int):
     """A figure of stacked bars, one panel per (title, expert x style counts, note under it): each expert's pairs by style."""
-    from ..views.plots import plt
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.6), sharey=True, squeeze=False)
     for ax, (title, conf, note) in zip(axes[0], panels):
         bottom = [0] * k
@@ -395,7 +393,6 @@ def style_bars(panels, k: int):
 
 def pairwise_quality_errorbars(intervals: dict, d2: float):
     """A figure of (pairwise BLEU, multi-ref BLEU) intervals per model, x reversed, with the D2 threshold (an arrow when off the plot)."""
-    from ..views.plots import plt
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, (pw, q) in intervals.items():
         ax.errorbar(pw.estimate, q.estimate, xerr=[[pw.estimate - pw.ci_low], [pw.ci_high - pw.estimate]],
@@ -417,14 +414,14 @@ def pairwise_quality_errorbars(intervals: dict, d2: float):
 
 
 def usage_table(hists: dict, names: dict) -> list[list]:
-    """Rows (epoch, then per model: pairs per expert 'a/b/c' and matched accuracy), '' past a model's last epoch."""
-    from .analysis import matched_accuracy
+    """Rows (epoch, then per model: pairs per expert 'a/b/c' as :func:`~nbsupport.lessons.analysis.usage_text` prints
+    them, and matched accuracy), '' past a model's last epoch."""
     rows = []
     for e in range(max(len(h.epochs) for h in hists.values())):
         row = [e + 1]
         for col in names:
             ep = hists[col].epochs[e] if e < len(hists[col].epochs) else None
-            row += ["/".join(str(round(u)) for u in ep["usage"]), f"{matched_accuracy(ep['latent_by_label']):.2f}"] if ep else ["", ""]
+            row += [usage_text(ep["usage"]).replace(" ", "/"), f"{matched_accuracy(ep['latent_by_label']):.2f}"] if ep else ["", ""]
         rows.append(row)
     return rows
 
@@ -436,7 +433,6 @@ def epochs_all_styles(confs, share: float = 0.2) -> int:
 
 def expert_table(hyps: dict, test, j: int, names: dict) -> list[list]:
     """Rows per expert for test source ``j``: each model's translation and its closest style; 'same as z=a' for a repeat."""
-    from ..metrics import sentence_bleu
     def near(h):
         return max(zip(test.labels[j], test.refs[j]), key=lambda r: sentence_bleu(h, r[1]))[0]
     k = len(next(iter(hyps.values()))[j])
@@ -453,7 +449,6 @@ def expert_table(hyps: dict, test, j: int, names: dict) -> list[list]:
 
 def largest_rise(confs):
     """The epoch (1-based) whose matched accuracy rose most over the epoch before, with (before, after); None if it never rose."""
-    from .analysis import matched_accuracy
     acc = [matched_accuracy(c) for c in confs]
     e = max(range(1, len(acc)), key=lambda i: acc[i] - acc[i - 1], default=None)
     return (e + 1, acc[e - 1], acc[e]) if e is not None and acc[e] > acc[e - 1] else None

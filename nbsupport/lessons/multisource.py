@@ -12,18 +12,26 @@ import math
 from dataclasses import asdict, dataclass
 
 import torch
+import matplotlib.pyplot as plt
+import numpy as np
 
 from ..data import bible
 from ..data.batching import pad_batch
-from ..data.synthetic import Corpus, ToyConfig, toy_trilingual
-from ..data.vocab import BOS, WordVocab, train_sentencepiece
+from ..data.synthetic import CHOICES, Corpus, NOUNS, OPTIONAL, ToyConfig, meaning_parts, toy_trilingual, trilingual_languages
+from ..data.vocab import BOS, PAD, WordVocab, train_sentencepiece
 from ..decode import decode, token_ids
 from ..metrics import corpus_bleu
 from ..models.lstm import LSTMConfig, MultiSourceLSTM
 from ..profiles import Profile, profile
 from ..runtime import setup
 from ..pipeline import model_key_and_path, train_or_load, train_several
-from ..train import Encoded, TrainConfig, evaluate_loss
+from ..train import Encoded, TrainConfig, _autocast, evaluate_loss
+from ..data import synthetic as syn
+from ..stats import Resampled, corpus_stats
+from ..views.live import composed_view, heat_table, source_ids
+from ..views.plots import attention_maps as draw
+from ..views.tables import table
+from ..views.widgets import escape, explore
 
 # name -> (source roles, combiner, attention): Figure 4's rows, plus the two-versions control.
 SYSTEMS = {
@@ -177,12 +185,9 @@ def resampled_scores(data: MultiSourceData, hyps: list[str], boot, refs=None, sp
     """Corpus BLEU of one hypothesis per sentence (against ``refs``, default: the training target's
     reference, as :func:`evaluate_system`'s ``bleu``) and the merged / other noun accuracies, each
     a :class:`nbsupport.stats.Resampled` on the resamples ``boot`` of the sentences."""
-    import numpy as np
-    from ..metrics import corpus_bleu as bleu
-    from ..stats import Resampled, corpus_stats
     s = data.corpus.split(split)
     refs = [[rs[data.target_index]] for rs in s.refs] if refs is None else refs
-    out = {"bleu": Resampled(bleu(hyps, refs), boot.bleu(corpus_stats(hyps, refs)))}
+    out = {"bleu": Resampled(corpus_bleu(hyps, refs), boot.bleu(corpus_stats(hyps, refs)))}
     for k, h in merged_noun_hits(data.corpus, hyps, split).items():
         with np.errstate(invalid="ignore", divide="ignore"):
             out[k] = Resampled(float(h[:, 0].sum() / h[:, 1].sum()), boot.mean(h[:, 0]) / boot.mean(h[:, 1]))
@@ -194,9 +199,6 @@ def sentence_nll(model: MultiSourceLSTM, data: MultiSourceData, system: str, spl
     """Per sentence of a split: the NLL (nats) of its training-target reference and that reference's
     token count (the end marker included), the two sums :func:`evaluate_system`'s perplexity divides;
     two numpy arrays in the split's order."""
-    import numpy as np
-    from ..data.vocab import PAD
-    from ..train import _autocast
     model.eval()
     device = next(model.parameters()).device
     enc = data.encoded(split, data.langs(system))
@@ -211,8 +213,6 @@ def sentence_nll(model: MultiSourceLSTM, data: MultiSourceData, system: str, spl
 def resampled_perplexity(model: MultiSourceLSTM, data: MultiSourceData, system: str, boot, split: str = "test"):
     """Figure 4's perplexity (:func:`evaluate_system`'s ``ppl``) as a :class:`nbsupport.stats.Resampled`
     on the resamples ``boot`` of the sentences: exp of the resampled NLL over the resampled tokens."""
-    import numpy as np
-    from ..stats import Resampled
     nll, tokens = sentence_nll(model, data, system, split)
     if len(nll) != boot.n:
         raise ValueError(f"{len(nll)} {split} sentences, but the resamples are of {boot.n}")
@@ -260,7 +260,6 @@ def source_tensors(model: MultiSourceLSTM, data: MultiSourceData, system: str, s
     ``{"xa": ..., "xb": ...}``) as the tuple of (1, length) tensors the model reads; a missing
     language, an empty text, a word the model cannot encode or a too long text is a ValueError
     naming it (:func:`nbsupport.views.live.source_ids`)."""
-    from ..views.live import source_ids
     langs = data.langs(system)
     missing = [l for l in langs if l not in sources]
     if missing:
@@ -321,7 +320,6 @@ def attention_html(maps: dict, names=None) -> str:
     """Figure 5 as HTML heat tables, one per source: rows the output tokens, columns the
     source's tokens in reading order, each cell's weight printed and shaded (darker = larger).
     ``names`` (optional, language code -> display name) labels the sources."""
-    from ..views.live import heat_table
     return "".join(heat_table(maps["output"], src["tokens"], src["weights"], log=False,
                               title=f"attention on source {(names or {}).get(src['lang'], src['lang'])} (as written)") for src in maps["sources"])
 
@@ -332,7 +330,6 @@ def translation_html(model: MultiSourceLSTM, data: MultiSourceData, system: str,
     translation (greedy, or the 1-best of a beam), and for an attention system the attention
     weights of each source behind every output token. ``names`` (optional, language code -> display
     name) labels the sources, e.g. {"xa": "fr"}."""
-    from ..views.widgets import escape
     how = "greedy" if beam == 1 else f"beam {beam}"
     langs = [(names or {}).get(l, l) for l in data.langs(system)]
     if model.config.attention == "none":
@@ -349,7 +346,6 @@ def floor_nll(corpus: Corpus, langs, meaning, reference: str) -> float:
     the trilingual toy: log of the number of (subject, object) noun pairs the source words allow
     (the generator draws two different nouns uniformly), plus the ambiguity's optional phrases
     (each present with probability 1/2, then one of k words), read off the reference."""
-    from ..data.synthetic import CHOICES, NOUNS, OPTIONAL
     words = corpus.info["noun_words"]
 
     def senses(noun: int) -> set[int]:
@@ -386,8 +382,6 @@ def merged_noun_hits(corpus: Corpus, hyps: list[str], split: str = "test") -> di
     that a bootstrap can resample the sentences (accuracy = resampled right / resampled total).
     Nouns are read from the output in order (the toy's one style is active voice: subject first,
     object second)."""
-    import numpy as np
-    from ..data.synthetic import NOUNS
     merged = {NOUNS.index(n) for m in corpus.info["merged_nouns"].values() for senses in m.values() for n in senses}
     meanings = corpus.split(split).meanings
     if len(hyps) != len(meanings):
@@ -428,14 +422,12 @@ def _role_of(data: MultiSourceData) -> dict:
 
 
 def _senses(corpus: Corpus, langs, noun: int) -> list[int]:
-    from ..data.synthetic import NOUNS
     words = corpus.info["noun_words"]
     return [n for n in range(len(NOUNS)) if all(words[l][n] == words[l][noun] for l in langs)]
 
 
 def merges_table(data: MultiSourceData) -> str:
     """A table of each toy source's merged words and the two English nouns each one stands for."""
-    from ..views.tables import table
     merged = data.corpus.info["merged_nouns"]
     return table([[r, ", ".join(f"{w} = {'/'.join(s)}" for w, s in merged[c].items())] for r, c in ROLES["toy"].items()],
                  ["source", "merged words"])
@@ -452,8 +444,6 @@ def merged_subject_example(data: MultiSourceData, split: str = "test") -> int:
 def subject_readings(data: MultiSourceData, index: int, senses, split: str = "test") -> str:
     """A table: per reading (fr, de, close, fr + de, fr + close), the source words for sentence ``index``'s
     subject, the nouns ``senses(roles, noun)`` leaves, and the best expected probability of the true one."""
-    from ..data.synthetic import NOUNS
-    from ..views.tables import table
     s, code, words = data.corpus.split(split), ROLES["toy"], data.corpus.info["noun_words"]
     subject = NOUNS[s.meanings[index].subj]
     rows = []
@@ -489,7 +479,6 @@ def score_system(model: MultiSourceLSTM, data: MultiSourceData, system: str, boo
 def figure4_table(records: dict, scores: dict) -> str:
     """Figure 4 in miniature: per system its perplexity and floor, BLEU and noun shares with their
     intervals, and the paper's BLEU for the same system (:data:`PAPER_BLEU`, typed from the paper)."""
-    from ..views.tables import table
     rows = [[n, f"{r['ppl']:.3f}", f"{r['ppl_floor']:.3f}",
              *(s.interval().format(".1f" if k == "bleu" else ".2f") for k, s in scores[n].items()),
              PAPER_BLEU.get(n, "-")] for n, r in records.items()]
@@ -515,7 +504,6 @@ def expected_merged_share(data: MultiSourceData, system: str) -> float:
 def merged_nouns_figure(data: MultiSourceData, intervals: dict):
     """Bars: each system's share of merged nouns translated right (``intervals``: system -> Interval),
     with a red mark at :func:`expected_merged_share`."""
-    import matplotlib.pyplot as plt
     names = list(intervals)
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
     ax.barh(names, [intervals[n].estimate for n in names], color="steelblue", capsize=3,
@@ -535,9 +523,6 @@ def merged_nouns_figure(data: MultiSourceData, intervals: dict):
 def explore_meanings(models: dict, data: MultiSourceData, interactive: bool = True) -> None:
     """The "try it" view: a meaning composed from dropdowns, written in the toy's sources, with a
     system's translation (and its attention); opens on `fr+de.attn_basic` and *the dog sees the cat*."""
-    from ..data.synthetic import meaning_parts
-    from ..views.live import composed_view
-    from ..views.widgets import explore
     parts, names, beams = meaning_parts(), _role_of(data), {"greedy": 1, "beam 4": 4}
     subjects = [n for n in parts["subject"] if n != "cat"] + ["cat"]   # "cat" last: the default dog/cat pair
 
@@ -553,7 +538,6 @@ def explore_meanings(models: dict, data: MultiSourceData, interactive: bool = Tr
 
 def gloss(data: MultiSourceData, lang: str) -> dict:
     """Source word of toy language ``lang`` -> its English meaning (a merged noun's senses joined by '/')."""
-    from ..data import synthetic as syn
     lex = _lexicons(data)[lang]
     g = dict(_PARTICLES)
     for english, own in ((syn.ADJECTIVES, lex.adj), ([v[0][0] for v in syn.VERBS], lex.verb),
@@ -570,7 +554,6 @@ def _test_maps(model, data, system, index):
 def attention_figure(model: MultiSourceLSTM, data: MultiSourceData, system: str, index: int = 0):
     """Figure 5 for test sentence ``index``: one heat map of a_t(s) per source, its words glossed in
     English, with colour bars and the output and reference in the title."""
-    from ..views.plots import attention_maps as draw
     maps = _test_maps(model, data, system, index)
     for src in maps["sources"]:
         g = gloss(data, src["lang"])
@@ -589,7 +572,6 @@ def attention_figure(model: MultiSourceLSTM, data: MultiSourceData, system: str,
 def row_kinds(model: MultiSourceLSTM, data: MultiSourceData, system: str, index: int = 0) -> str:
     """A table: per source of test sentence ``index``, the output words whose attention row peaks on
     their own translation, on </s> or elsewhere; a faint row (weights adding to < 0.5) is listed as faint only."""
-    from ..views.tables import table
     rows, maps = [], _test_maps(model, data, system, index)
     for src in maps["sources"]:
         g, kinds = gloss(data, src["lang"]), {"on its translation": [], "on </s>": [], "elsewhere": [], "faint": []}
@@ -604,7 +586,6 @@ def row_kinds(model: MultiSourceLSTM, data: MultiSourceData, system: str, index:
 def noun_attention_shares(model: MultiSourceLSTM, data: MultiSourceData, system: str, n: int) -> dict:
     """Per source role, over the first ``n`` test sentences: (share of the output nouns' attention on the
     noun's own source word, share on </s>), of all the weight their rows carry."""
-    from ..data.synthetic import NOUNS
     lexicons = _lexicons(data)
     mass = {}
     for i in range(n):
@@ -621,14 +602,12 @@ def noun_attention_shares(model: MultiSourceLSTM, data: MultiSourceData, system:
 
 
 def _lexicons(data: MultiSourceData) -> dict:
-    from ..data.synthetic import trilingual_languages
     return trilingual_languages(data.corpus.info["config"]["seed"])
 
 
 def shares_table(shares: dict) -> str:
     """A table of :func:`noun_attention_shares`: per source, the shares on the noun's word and on </s>, and
     where the output nouns' attention mostly sits (either share at 50% or more; else "split")."""
-    from ..views.tables import table
     where = lambda w, e: "on </s>" if e >= 0.5 else "on the noun's own word" if w >= 0.5 else "split"
     return table([[r, f"{w:.0%}", f"{e:.0%}", where(w, e)] for r, (w, e) in shares.items()],
                  ["source", "on the noun's word", "on </s>", "mostly"])

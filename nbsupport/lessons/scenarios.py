@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import random
 from typing import Sequence
+import numpy as np
 
-from ..metrics import _check
+from ..metrics import _check, human_scores, sentence_bleu
+from .. import data
+from ..data import bible
+from ..views.plots import plt, quality_diversity, stars_and_dots
+from ..views.tables import dict_table, table
 
 DAMAGE = 0.5      # scenario A: the share of a reference's words replaced
 SCENARIOS = {
@@ -72,8 +77,6 @@ def sentence_map(sentences: Sequence[str]):
     both directions, so that the distance is symmetric): classical multidimensional scaling, the
     picture of the seed paper Fig. 1 drawn from real sentences. Identical sentences get the same point.
     Returns an (n, 2) numpy array, its sign fixed so that the first sentence has x >= 0, y >= 0."""
-    import numpy as np
-    from ..metrics import sentence_bleu
 
     n = len(sentences)
     if n < 2:
@@ -97,14 +100,12 @@ METRICS = ("pairwise_bleu", "multi_ref_bleu", "avg_oracle_bleu", "ref_coverage")
 
 def sentences_table(refs: Sequence[str], hyps: Sequence[str]) -> str:
     """A table of one source's references (y^1..y^M) and hypotheses (ŷ^1..ŷ^K), one per row."""
-    from ..views.tables import table
     return table([[f"y^{m + 1}", r] for m, r in enumerate(refs)] + [[f"ŷ^{k + 1}", h] for k, h in enumerate(hyps)],
                  ["", "sentence"])
 
 
 def score_grid(hyps: Sequence[str], refs: Sequence[str], score, name: str = "sentence BLEU") -> str:
     """A table of ``score(hypothesis, reference)``: one row per hypothesis ŷ^k, one column per reference y^m."""
-    from ..views.tables import table
     return table([[f"ŷ^{k + 1}"] + [score(h, r) for r in refs] for k, h in enumerate(hyps)],
                  [name] + [f"y^{m + 1}" for m in range(len(refs))], ".0f")
 
@@ -126,7 +127,6 @@ def map_labels(refs: Sequence[str], hyps: Sequence[str]) -> tuple[list[str], lis
 def one_source_map(refs: Sequence[str], hyps: Sequence[str], caption: str | None = None):
     """The figure of one source's references (stars) and hypotheses (dots) placed by :func:`sentence_map`,
     labelled; a star that a hypothesis copies has its label on the left, clear of its neighbours."""
-    from ..views.plots import stars_and_dots
     xy = sentence_map(list(refs) + list(hyps))
     labels = map_labels(refs, hyps)
     fig = stars_and_dots({f"one source: M = {len(refs)} references, K = {len(hyps)} hypotheses":
@@ -149,8 +149,6 @@ def versus_human(scores: dict, human: dict, n_refs: int) -> str:
 def toy_human_points(n_test: int, seed: int = 0) -> dict:
     """{style strength: {ambiguity: human point (``metrics.human_scores``) and ``entropy_nats``, the mean
     entropy that ambiguity adds to a sentence}} of every toy variant, on ``n_test`` test sources."""
-    from .. import data
-    from ..metrics import human_scores
     out = {}
     for strength in data.STYLE_STRENGTHS:
         for ambiguity in data.AMBIGUITY_LEVELS:
@@ -163,14 +161,11 @@ def toy_human_points(n_test: int, seed: int = 0) -> dict:
 
 def toy_table(results: dict) -> str:
     """A table of :func:`toy_human_points`' results, one row per "strength / ambiguity"."""
-    from ..views.tables import dict_table
     return dict_table({f"{s} / {a}": h for s, r in results.items() for a, h in r.items()}, "styles / ambiguity")
 
 
 def verse_table(verse, title: str) -> str:
     """A table of a Bible verse's English references, one row each: short name, version, text (column ``title``)."""
-    from ..data import bible
-    from ..views.tables import table
     return table([[bible.SHORT_NAMES[c], bible.VERSIONS[c][1], verse.text[c]] for c in bible.ENGLISH_REFERENCES],
                  ["", "version", title])
 
@@ -187,7 +182,6 @@ def estimates(resampled: dict) -> dict:
 
 def interval_table(resampled: dict, first: str, skip: Sequence[str] = ()) -> str:
     """A table of {row: {metric: Resampled}}: each metric's estimate [95% interval], less the metrics in ``skip``."""
-    from ..views.tables import dict_table
     return dict_table({n: {_name(m): r.interval().format(".1f") for m, r in rs.items() if _name(m) not in skip}
                        for n, rs in resampled.items()}, first)
 
@@ -200,7 +194,6 @@ def signature_table(scores: dict, signatures: dict, human: dict) -> str:
     (``signatures[metric]``: one level per set, "0" low, "1" medium, "2" high, "=" inside the human
     interval, ``human[metric]``), with this run's rank (1 = highest) and ✓ where the rank fits the level
     (above every set of a lower level, below every set of a higher one), then how many fit."""
-    from ..views.tables import table
     names = list(scores)
     rows, fits = [], 0
     for i, s in enumerate(names):
@@ -224,8 +217,6 @@ def signature_table(scores: dict, signatures: dict, human: dict) -> str:
 def fig1_map(refs, sets: dict, index: int = 0):
     """The seed paper's Fig. 1 on one test verse: its references (stars, named by Bible version) and each
     scenario's hypotheses (dots), one panel per scenario; panel B's cluster is pointed out."""
-    from ..data import bible
-    from ..views.plots import stars_and_dots
     m = len(refs[index])
     xy = sentence_map(list(refs[index]) + [h for s in SHORT for h in sets[s][index]])
     panels = {f"{s}: {name}": (xy[:m], xy[m + m * i:m + m * (i + 1)]) for i, (s, name) in enumerate(SHORT.items())}
@@ -245,7 +236,6 @@ def widest(*resampled: dict, metrics=("pairwise_bleu", "avg_oracle_bleu")) -> fl
 def fig1_quality_diversity(resampled: dict, human: dict, caption: str):
     """The four scenarios (one colour each, 95% intervals as error bars) and the human star (its interval in
     crimson) in the plane of pairwise BLEU and average oracle BLEU; the caption ends with the widest interval."""
-    from ..views.plots import plt, quality_diversity
     fig, ax = plt.subplots(figsize=(7.5, 5.5))
     bars = lambda i: [[i.estimate - i.ci_low], [i.ci_high - i.estimate]]
     for (s, rs), colour in zip(resampled.items(), ("C0", "C1", "C2", "C4")):      # no red: the human star is red
@@ -263,7 +253,6 @@ def fig1_quality_diversity(resampled: dict, human: dict, caption: str):
 def copies_table(copies, human, m: int = 4) -> str:
     """A table of multi-reference BLEU (``Resampled``) of a set of copies of the M references and of the human
     point, their paired difference, and the mean if M-1 of M hypotheses scored 100 and one like a translator."""
-    from ..views.tables import table
     return table([["D (copies)", copies.interval().format(".1f")], ["human", human.interval().format(".1f")],
                   ["D - human (paired)", (copies - human).interval().format(".1f")],
                   [f"({m - 1} × 100 + human) / {m}", f"{((m - 1) * 100 + human.estimate) / m:.1f}"]],
