@@ -92,7 +92,7 @@ def test_notebook_06_render_beam_scores_on_the_model_device(checking):
         test=types.SimpleNamespace(src=sentences, refs=[[s] for s in sentences])))
     namespace = {"nbs": nbs, "torch": torch, "device": DEVICE, "tasks": {"high": task, "low": task},
                  "models": {("high", "softmax"): tiny_model(), ("high", "scones_0.2"): tiny_model()},
-                 "live_sources": sentences, "TITLE": {"high": "high", "low": "low"}}
+                 "live_sources": sentences, "opening_beam": 4, "TITLE": {"high": "high", "low": "low"}}
     exec(render_function("06_scones_beam_curse.ipynb", "render_beam"), namespace)
     html = namespace["render_beam"]().data
     assert html.count("the empty translation (EOS first):") == 2
