@@ -186,7 +186,7 @@ _MIXTURE_LAB = MixtureSettings(styles=3, toy_train=4000, training=dict(epochs=20
                     test_sentences=100, seeds=(0,), dropouts=(0.1,), flip_sentences=256,
                     table1_losses=("sMlp", "sMup", "hMlp", "hMup"))
 
-# Notebook 07 (IBM-3 synthetic pairs): per temperature 4 NMT models (softmax, SCONES 0.2 and 1.0, Hard-MoE),
+# Notebook 07 (IBM-3 synthetic pairs): per temperature 3 NMT models (softmax, SCONES 0.2 and 1.0; 0.5 too at full),
 # each trained until two epochs in a row lower its dev loss by less than 1% (the paper trains to convergence,
 # section 3; one such epoch was sometimes a blip):
 # notebook 08's smaller toy model at its learning rate reaches that in the budget, 06's did not;
@@ -226,7 +226,7 @@ _SHEN_LAB = dict(epochs=20)
 # SCONES (notebooks/reproductions/scones.ipynb): notebook 06's toy at both levels with its model and training rule
 # (the convergence rule is reached in 4-6 epochs); softmax and SCONES 0.2 and 1.0 (0.5 left out: alpha is chosen on dev between 0.2 and 1.0); the beams the
 # claims read; exact search on every test source of at most 6 words. IBM-3 (notebook 07): its lab settings at two
-# temperatures, so that seed 0 is the lesson's models; its Hard-MoE (beyond the paper) is left out.
+# temperatures, so that seed 0 is the lesson's models.
 _SCONES_LAB = dict(toy=dict(n_train=15000, model=_CURSE_MODEL_LAB, training=_CURSE_TRAINING_LAB,
                             alphas=(0.2, 1.0), beams=(1, 4, 64), sentences=200, exact_max_src=6, exact_sentences=None,
                             exact_budget=20000, exact_batch=64, speed_sentences=64, speed_rounds=12),
