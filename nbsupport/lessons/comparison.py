@@ -16,7 +16,7 @@ import numpy as np
 import matplotlib.pyplot as plt
 
 from .. import registry, translation
-from ..metrics import diversity_report, human_scores, mbleu, sentence_bleu
+from ..metrics import diversity_report, human_scores, mbleu, oracle_assignment, sentence_bleu
 from ..models.mixture import MixtureConfig
 from ..models.target_encoder import LAMBDA_CANDIDATES, ConditioningConfig
 from ..pipeline import Task, toy_task, train_model
@@ -293,7 +293,7 @@ def _words(s: str) -> list[str]:
 
 def nearest_reference(h: str, refs) -> int:
     """The index of the reference of ``refs`` with the highest sentence BLEU against ``h`` (the first on ties)."""
-    return max(range(len(refs)), key=lambda j: sentence_bleu(h, refs[j]))
+    return oracle_assignment([[h]], [list(refs)])[0][0]
 
 
 def example_table(hyps: dict, refs, labels) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 from .analysis import degeneracy, latents_used, matched_accuracy, one_reference, per_latent_bleu_one_ref, seed_label, usage_text
 from ..data.batching import pad_batch
 from ..decode import decode, token_ids
-from ..metrics import diversity_report, pairwise_bleu, sentence_bleu
+from ..metrics import diversity_report, oracle_assignment, pairwise_bleu, sentence_bleu
 from ..models.mixture import MixtureConfig
 from ..pipeline import Task, is_cached, toy_task, train_in_parallel, train_model
 from ..profiles import Profile, profile
@@ -433,16 +433,15 @@ def epochs_all_styles(confs, share: float = 0.2) -> int:
 
 def expert_table(hyps: dict, test, j: int, names: dict) -> list[list]:
     """Rows per expert for test source ``j``: each model's translation and its closest style; 'same as z=a' for a repeat."""
-    def near(h):
-        return max(zip(test.labels[j], test.refs[j]), key=lambda r: sentence_bleu(h, r[1]))[0]
     k = len(next(iter(hyps.values()))[j])
+    nearest = {col: oracle_assignment([hyps[col][j]], [test.refs[j]])[0] for col in names}   # per z, its reference
     rows = []
     for z in range(k):
         row = [f"z = {z}"]
         for col in names:
             h = hyps[col][j]
             first = h.index(h[z])
-            row.append(f"same as z = {first}" if first < z else f"{h[z]} (style {near(h[z])})")
+            row.append(f"same as z = {first}" if first < z else f"{h[z]} (style {test.labels[j][nearest[col][z]]})")
         rows.append(row)
     return rows
 
