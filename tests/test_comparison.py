@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from matplotlib.text import Text
 
 import nbsupport as nbs
 from nbsupport.lessons import comparison as cmp
@@ -186,7 +187,7 @@ def test_quality_diversity_spread_labels_overlap_neither_each_other_nor_markers(
     ax = fig.axes[0]
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    boxes = [t.get_window_extent(renderer) for t in ax.texts if t.get_text() in points]
+    boxes = [Text.get_window_extent(t, renderer) for t in ax.texts if t.get_text() in points]   # names, not leader lines
     assert sorted(t.get_text() for t in ax.texts if t.get_text() in points) == sorted(points)
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     # a marker's centre never lies under a name
@@ -217,7 +218,7 @@ def test_labels_of_points_with_error_bars_overlap_neither_each_other_nor_the_poi
         t.remove()
     plots.label_points(ax, pts)
     fig.canvas.draw()
-    boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in ax.texts]
+    boxes = [Text.get_window_extent(t, fig.canvas.get_renderer()) for t in ax.texts]            # names, not leader lines
     assert sorted(t.get_text() for t in ax.texts) == sorted(p[2] for p in pts)
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     for x, y, *_ in pts:                                     # no label covers a marker

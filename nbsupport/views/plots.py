@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib.text import Text
 import numpy as np
 
 
@@ -48,67 +49,54 @@ def quality_diversity(points: Mapping[str, tuple[float, float]], human: tuple[fl
     ax.invert_xaxis()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    if spread_labels:
-        _place_labels(fig, ax, points, human)
+    if spread_labels:                                        # highest first: the top of the plot is the most read
+        label_points(ax, [(pw, q, name, "black", None) for name, (pw, q) in sorted(points.items(), key=lambda kv: -kv[1][1])],
+                     obstacles=[(*human, 9.0)] if human is not None else (), fontsize=8)
     return _caption(fig, caption)
 
 
 _GROUP_COLOURS = ["C0", "C1", "C2", "C4", "C5", "C6", "C7", "C8", "C9"]   # no red: the human star is crimson
 
 
-def _place_labels(fig, ax, points, human=None):
-    """Annotates each point with its name at the first nearby offset where the text overlaps no
-    name already placed and no marker (greedy, top of the plot first)."""
+_LABEL_OFFSETS = [(dx, dy) for dy in (0, 10, -10, 20, -20, 30, -30, 42, -42, 56, -56, 72, -72) for dx in (7, -7)]
+
+
+def label_points(ax, points: Sequence[tuple], obstacles: Sequence[tuple[float, float, float]] = (), fontsize: int = 7):
+    """Labels points, each at the first nearby offset whose text stays inside the axes and covers no marker, no
+    error bar, no obstacle and no label placed before it (a thin leader line when it sits far off); where no offset
+    is free, the one with fewest collisions. ``points`` are (x, y, text, colour, bars), bars (x_low, x_high, y_low,
+    y_high) or None, labelled in that order; ``obstacles`` are (x, y, radius in pixels), e.g. a human star.
+    Call after the layout is fixed."""
+    fig = ax.figure
     fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    marks = [(ax.transData.transform(xy), 6.0) for xy in points.values()]
-    if human is not None:
-        marks.append((ax.transData.transform(human), 10.0))
+    renderer, px = fig.canvas.get_renderer(), ax.transData.transform
+    marks = [(px((x, y)), 5.0) for x, y, *_ in points] + [(px((x, y)), r) for x, y, r in obstacles]
+    for x, y, _, _, bars in points:                          # error bars, sampled every few pixels
+        if bars is not None:
+            xl, xh, yl, yh = bars
+            marks += [(px(p), 0.5) for i in range(41) for p in ((xl + (xh - xl) * i / 40, y), (x, yl + (yh - yl) * i / 40))]
     placed = []
-    steps = [0, 10, -10, 20, -20, 30, -30, 42, -42, 56, -56, 72, -72]
-    offsets = [(dx, dy) for dy in steps for dx in (7, -7)]
-    for name, xy in sorted(points.items(), key=lambda kv: -kv[1][1]):
-        chosen = None
-        for dx, dy in offsets:
-            t = ax.annotate(name, xy, textcoords="offset points", xytext=(dx, dy), fontsize=8, va="center",
-                            ha="left" if dx > 0 else "right",
-                            arrowprops=dict(arrowstyle="-", lw=0.5, color="grey") if abs(dy) > 12 else None)
-            bb = t.get_window_extent(renderer).expanded(1.04, 1.1)
-            inside = ax.bbox.contains(bb.x0, bb.y0) and ax.bbox.contains(bb.x1, bb.y1)
-            hits = any(bb.overlaps(b) for b in placed) or any(
-                bb.x0 - r < p[0] < bb.x1 + r and bb.y0 - r < p[1] < bb.y1 + r for p, r in marks)
-            if inside and not hits:
-                chosen = bb
-                break
-            t.remove()
-        if chosen is None:                                   # nowhere free: the first place
-            t = ax.annotate(name, xy, textcoords="offset points", xytext=offsets[0], fontsize=8, va="center")
-            chosen = t.get_window_extent(renderer)
-        placed.append(chosen)
-
-
-_LABEL_OFFSETS = ((5, 4), (5, -14), (-5, 4), (-5, -14), (8, 14), (8, -24), (-8, 14), (-8, -24), (12, -5), (-12, -5))
-
-
-def label_points(ax, points: Sequence[tuple[float, float, str, str, tuple[float, float, float, float]]]):
-    """Labels points drawn with error bars: ``points`` are (x, y, text, colour, (x_low, x_high, y_low,
-    y_high)); each text goes to the first nearby offset (pixels) whose box covers no marker, no error bar
-    and no label placed before it (the last offset if none is free). Call after the layout is fixed."""
-    ax.figure.canvas.draw()
-    renderer, px, boxes = ax.figure.canvas.get_renderer(), ax.transData.transform, []
-    dots = [px(p) for x, y, _, _, (xl, xh, yl, yh) in points for i in range(41)     # markers and bars, every few pixels
-            for p in ((xl + (xh - xl) * i / 40, y), (x, yl + (yh - yl) * i / 40))]
     for x, y, text, colour, _ in points:
+        best = None
         for dx, dy in _LABEL_OFFSETS:
-            t = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset pixels", fontsize=7, color=colour, zorder=6,
-                            ha="left" if dx > 0 else "right",
-                            bbox=dict(boxstyle="square,pad=0", fc="white", ec="none", alpha=0.8))
-            box = t.get_window_extent(renderer).padded(2)
-            if (dx, dy) == _LABEL_OFFSETS[-1] or not any(box.overlaps(o) for o in boxes) \
-                    and not any(box.contains(*d) for d in dots):
+            t = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, color=colour,
+                            va="center", ha="left" if dx > 0 else "right", zorder=6,
+                            bbox=dict(boxstyle="square,pad=0", fc="white", ec="none", alpha=0.8),
+                            arrowprops=dict(arrowstyle="-", lw=0.5, color="grey") if abs(dy) > 12 else None)
+            t.update_positions(renderer)
+            box = Text.get_window_extent(t, renderer).padded(1)   # the text alone, not its leader line
+            hits = (not (ax.bbox.contains(box.x0, box.y0) and ax.bbox.contains(box.x1, box.y1))) \
+                + sum(box.overlaps(b) for b in placed) \
+                + sum(box.x0 - r < p[0] < box.x1 + r and box.y0 - r < p[1] < box.y1 + r for p, r in marks)
+            if best is None or hits < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (hits, t, box)
+            else:
+                t.remove()
+            if hits == 0:
                 break
-            t.remove()
-        boxes.append(box)
+        placed.append(best[2])
 
 
 def quality_diversity_curves(curves: Mapping[str, Sequence[tuple[float, float, float, float]]],
