@@ -173,17 +173,19 @@ EXPECTED = {
         20 < r["toy"]["strong"]["none"]["pairwise_bleu"] < 45,
         r["toy"]["subtle"]["none"]["pairwise_bleu"] > 45,
         r["toy"]["strong"]["high"]["entropy_nats"] >= 10,
-        # every scenario's estimate inside its interval; the human point's too; D's gap above the human point
+        # every scenario's estimate inside its interval; the human point's too
         *(iv["ci_low"] - 1e-9 <= r["fig1"][s]["ref_coverage" if m == "coverage" else m] <= iv["ci_high"] + 1e-9
           for s, ivs in r["fig1_intervals"].items() for m, iv in ivs.items()),
         *(iv["ci_low"] - 1e-9 <= r["bible"]["human"][m] <= iv["ci_high"] + 1e-9 for m, iv in r["bible"]["human_intervals"].items()),
-        r["fig1_vs_human"]["D_minus_human_multi_ref_bleu"]["estimate"] > 0,
         "claims" not in r and "sanity" not in r,      # the paper's claims are the reproduction's (seed_paper)
     ],
     "02_hard_moe": lambda r: [
         r["profile"] == "ci",
-        *(0 <= r["toy"][s][m] <= 100 + 1e-6 for s in SYSTEMS for m in ("pairwise_bleu", "avg_oracle_bleu", "multi_ref_bleu")),
-        *(1 <= r["toy"][s]["coverage"] <= 4 for s in SYSTEMS),
+        # Hard-MoE against beam search and sampling (lesson 08 compares every decoding method)
+        set(r["toy"]) >= {"beam", "sampling", "hard_moe"},
+        *(0 <= r["toy"][s][m] <= 100 + 1e-6 for s in ("beam", "sampling", "hard_moe")
+          for m in ("pairwise_bleu", "avg_oracle_bleu", "multi_ref_bleu")),
+        *(1 <= r["toy"][s]["coverage"] <= 4 for s in ("beam", "sampling", "hard_moe")),
         0.25 <= r["toy"]["hard_moe"]["purity"] <= 1,
         sum(map(sum, r["toy"]["hard_moe"]["confusion"])) == 4 * 50,      # K hypotheses x ci test sources
         r["train_seconds"]["baseline"] > 0 and r["train_seconds"]["hard_moe"] > 0,
@@ -212,17 +214,14 @@ EXPECTED = {
         *(0 <= r["toy"][s][m] <= 100 + 1e-6 for s in ("beam", "sampling", "hard_moe", "target_encoder")
           for m in ("mbleu", "pairwise_bleu", "avg_oracle_bleu")),
         0.25 <= r["toy"]["target_encoder"]["purity"] <= 1,
-        set(r["speed"]["target_encoder"]) == set(r["speed"]["hard_moe"]) == {"3", "4", "10"},   # K = 4 for the claim
         # lambda chosen on the dev set: the candidate with the lowest validation NLL
         r["lambda"]["grid"] == [1.0, 100.0, 1000.0] and r["lambda"]["main"] in r["lambda"]["grid"],
         r["lambda"]["candidates"][f"{r['lambda']['main']:g}"]["valid_nll"]
         == min(c["valid_nll"] for c in r["lambda"]["candidates"].values()),
-        all(v > 0 for d in r["speed"].values() for v in d.values()),
-        # Hard-MoE decodes the batch K times in its E-step: K=10 cannot be faster than K=3
-        r["speed"]["hard_moe"]["10"] < r["speed"]["hard_moe"]["3"],
         # Table 1's diverse-beam row
         0 <= r["toy"]["diverse_beam"]["pairwise_bleu"] <= 100 + 1e-6,
         "ablation" not in r and "fig5" not in r,      # the ablations and Fig. 5 are reproductions/lachaux.ipynb's
+        "speed" not in r,                             # training speed against K (Fig. 3): the reproduction's
     ],
     "01_multi_source": lambda r: [
         r["profile"] == "ci",
@@ -284,9 +283,8 @@ EXPECTED = {
         r["profile"] == "ci",
         *(name in r for name in MIXTURE_NAMES),
         *(r[n]["label"] in ("ok", "D1", "D2") for n in MIXTURE_NAMES),
-        # per-latent BLEU against one reference, the latents sorted best first
-        *(len(r[n]["per_latent_bleu_1ref"]) == 3 and r[n]["per_latent_bleu_1ref"] == sorted(r[n]["per_latent_bleu_1ref"], reverse=True)
-          for n in MIXTURE_NAMES),
+        # per-latent BLEU against one reference, in z order as usage and content right beside it
+        *(len(r[n]["per_latent_bleu_1ref"]) == 3 == len(r[n]["content_right_by_z"]) for n in MIXTURE_NAMES),
         *(0 <= r[n]["pairwise_bleu"] <= 100 + 1e-6 and 0 <= r[n]["multi_ref_bleu"] <= 100 + 1e-6 for n in MIXTURE_NAMES),
         r["rule"] == {"D1_RATIO": 0.2, "D2_PAIRWISE": 86.0},
         # usage beside every label (the last epoch's sentences per latent, all of the ci toy's 1000); one latent used is D1

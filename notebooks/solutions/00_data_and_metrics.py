@@ -3,7 +3,7 @@
 # %% exercise 1
 copies = [refs1[0]] * 4
 copies_scores = {"pairwise_bleu": pairwise([copies]), "avg_oracle_bleu": avg_oracle([copies], [refs1]),
-                 "multi_ref_bleu": multi_ref([copies], [refs1]), "ref_coverage": coverage([copies], [refs1])}
+                 "ref_coverage": coverage([copies], [refs1])}
 
 # %% exercise 2
 subtle = nbs.data.toy(n_train=0, n_dev=0, n_test=cfg.toy_test, style_strength="subtle", seed=SEED).test.refs

@@ -10,6 +10,6 @@ k_small = min(KS)
 by_coverage = sorted(METHODS, key=lambda n: rows[n, k_small]["coverage"], reverse=True)
 
 # %% exercise 3
-MODEL, k_big = "hard_moe", max(KS)
-sets = hyps[MODEL, k_big]
-repeated = sum(len(set(hs)) < k_big for hs in sets) / len(sets)
+MODEL = "vnmt"
+sets = hyps[MODEL, K_EX]
+repeated = sum(len(set(hs)) < K_EX for hs in sets) / len(sets)
