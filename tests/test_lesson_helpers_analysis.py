@@ -67,14 +67,6 @@ def _table():
                      "pairwise_bleu": 91.2, "multi_ref_bleu": 47.2}}
 
 
-def test_collapse_table_has_one_row_per_mixture_with_its_columns():
-    lines = an.collapse_table(_table()).splitlines()
-    assert len(lines) == 4 and lines[0].startswith("mixture")
-    row = lines[2].split("  ")
-    for cell in ("m.ok", "1303 1399 1298", "41.2 40.8 39.8", "52.9 [51.3, 54.5]", "2 (0.69)", "100% 50% 0%", "ok"):
-        assert cell in [c.strip() for c in row if c.strip()], cell
-
-
 def test_record_collapse_writes_rows_intervals_as_dicts_and_training():
     records = {}
     run = SimpleNamespace(record=lambda key, value: records.__setitem__(key, value))
@@ -115,10 +107,6 @@ def test_prior_lean_counts_wins_without_the_prior_and_the_best_gain_over_the_bus
     assert lean["busy"] == 1 and lean["no_prior"] == [1, 1, 1]
     assert lean["log_prior"] == pytest.approx([-2.302585, -0.223144, -2.302585], abs=1e-5)
     assert lean["gain"] == pytest.approx(5.5)                      # pair 2: 6.0 under z=1, 0.5 under z=2
-    text = an.lean_table(lean, [0, 3, 0]).splitlines()
-    assert text[3].split() == ["z=1", "1", "3", "-0.2"]
-    halves = an.lean_table(lean, [2.5, 0.5, 0]).splitlines()                   # as usage_text: halves up, once
-    assert [r.split()[2] for r in halves[2:5]] == ["3", "1", "0"]
 
 
 def test_usage_figure_plots_each_experts_share_per_epoch():
@@ -137,17 +125,6 @@ def test_style_split_by_epoch_is_one_third_for_uniform_mass_and_one_for_sorted_s
              "ok": SimpleNamespace(epochs=[{"latent_by_label": uniform}, {"latent_by_label": sorted_},
                                            {"latent_by_label": sorted_}])}
     assert an.style_split_by_epoch(hists, ["d2", "ok"]) == [[1, "0.33", "0.33"], [2, "0.33", "1.00"], [3, "", "1.00"]]
-
-
-def test_quality_diversity_figure_draws_every_interval_and_lifts_names_off_their_bars():
-    table = _table()
-    fig = an.quality_diversity_figure(table, {"pairwise_bleu": 26.2, "multi_ref_bleu": 32.1}, list(table))
-    ax = fig.axes[0]
-    bars = [c for c in ax.containers if c.has_xerr and c.has_yerr]
-    assert len(bars) == 2
-    names = [t for t in ax.texts if t.get_text() in table]
-    assert len(names) == 2 and all(abs(t.xyann[1]) >= 8 for t in names)
-    plt.close(fig)
 
 
 def test_expert_panels_give_each_model_its_usage_styles_and_content():

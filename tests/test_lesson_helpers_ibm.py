@@ -32,13 +32,6 @@ def by_beam(b1, b4, b16, mode, lengths=(1.0, 0.9, 0.8, 0.5)):
             "mode": quality(mode, length=lengths[3])}
 
 
-def test_beam_table_keeps_bleu_at_1_4_16_and_the_mode_and_length_at_4_and_the_mode():
-    BY = {(0.1, "softmax"): by_beam(90.0, 91.0, 92.0, 93.0), (1.0, "softmax"): by_beam(50.0, 60.0, 58.0, 28.0)}
-    rows, headers = ibm_tasks.beam_table(BY, [0.1, 1.0], ["softmax"])
-    assert headers == ["gamma", "model", "BLEU b1", "BLEU b4", "BLEU b16", "BLEU mode", "len b4", "len mode"]
-    assert rows[1] == [1.0, "softmax", "50.0", "60.0", "58.0", "28.0", "0.90", "0.50"]
-
-
 def test_curse_table_reads_the_paired_changes_and_counts_the_short_modes():
     BY = {(1.0, "a"): by_beam(60.0, 60.0, 55.0, 20.0),          # b16 - b1 = -5 [-5, -5]: falls; mode falls
           (1.0, "b"): by_beam(50.0, 50.0, 50.0, 50.0)}          # no change anywhere
@@ -51,18 +44,6 @@ def test_curse_table_reads_the_paired_changes_and_counts_the_short_modes():
     # a change whose interval straddles 0 does not count as a fall
     BY[1.0, "b"]["beam 1"] = quality(51.0, [48.0, 51.0, 52.0])
     assert ibm_tasks.curse_table(BY, 1.0, ["a", "b"])[2]["beams"] == ["a"]
-
-
-def test_run_answer_prints_beam4_bleu_the_curse_and_the_modes():
-    q = {"beam4": {(g, n): quality(b) for g, n, b in [(0.1, "a", 90.0), (1.0, "a", 60.0), (0.1, "b", 91.0), (1.0, "b", 61.0)]},
-         "exact": {(1.0, "a"): quality(20.0), (1.0, "b"): quality(61.0, [60.0, 61.0, 62.0])},
-         "beam4_on_proven": {(1.0, "a"): quality(60.0), (1.0, "b"): quality(61.0)}}
-    lines = ibm_tasks.run_answer(q, [0.1, 1.0], ["a", "b"], {"beams": [], "mode": ["a"]},
-                                 {"a": [["the"], ["the"], ["x", "."]], "b": [["x", "."]] * 3})
-    assert lines[0] == "beam-4 BLEU at gamma 0.1 / 1.0: a 90.0 / 60.0; b 91.0 / 61.0"
-    assert "from beam 1 to 16 for no model; from beam 16 to the mode for a" in lines[1]
-    assert lines[2] == "modes at gamma 1.0 vs beam 4: a worse, 2 of 3 'the'; b not shown apart, 0 'the'"
-    assert ibm_tasks.run_answer(q, [0.1, 1.0], ["a", "b"]) == lines[:1]          # nothing proven: beam 4 only
 
 
 def test_stop_table_compares_scores_within_each_model_only():

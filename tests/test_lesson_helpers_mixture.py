@@ -9,14 +9,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from nbsupport.lessons import mixture_runs as mr  # noqa: E402
-from nbsupport.stats import Interval, Resampled  # noqa: E402
-
-
-def test_same_assignment_matches_experts_under_the_best_relabelling():
-    a = [0, 0, 1, 2, 2]
-    assert mr.same_assignment(a, [2, 2, 0, 1, 1], 3) == 1.0          # a relabelling of a
-    assert mr.same_assignment(a, [2, 2, 0, 1, 0], 3) == pytest.approx(0.8)
-    assert mr.same_assignment([0, 0, 0, 0], [0, 1, 0, 1], 2) == 0.5
+from nbsupport.stats import Resampled  # noqa: E402
 
 
 # three styles; experts 0 and 2 share styles 0 and 2, expert 1 holds style 1
@@ -42,34 +35,11 @@ def test_shared_styles_without_a_splitting_word_are_duplicates():
     assert mr.shared_styles([[10, 0], [0, 10]], CLEAN[:, :2], tgt, [["x", "y"]], near=1.0) == []   # one style each
 
 
-def test_pair_note_and_sharing_line_say_split_or_duplicates():
+def test_pair_note_says_split_or_duplicates():
     split = {"experts": (0, 2), "styles": [0, 2], "words": [("quietly", 0.0, 0.6)], "near_ties": 0, "same_output": 0.0}
     dup = {"experts": (1, 2), "styles": [1], "words": [], "near_ties": 9, "same_output": 0.99}
     assert mr.pair_note(split) == "z=0, z=2: split by 'quietly'"
     assert mr.pair_note(dup, "\n") == "z=1, z=2: duplicates: 9 near-ties,\nthe same translation on 99% of test sources"
-    assert mr.sharing_line("M-only", [split], "ok") == \
-        "M-only: z=0 and z=2 share styles 0+2 and split them by the optional word 'quietly'; label ok."
-    assert "by the word 'the'" in mr.sharing_line("M", [{**split, "words": [("the", 0, 1)]}], "ok")   # not an optional word
-    line = mr.sharing_line("E&M", [dup], "ok")
-    assert "share style 1 and are duplicates" in line and "99% of test sources" in line
-    assert mr.sharing_line("x", [], "D1") == "x: no two experts share a style; label D1."
-
-
-def test_usage_table_and_epochs_all_styles():
-    ep = lambda usage, conf: {"usage": usage, "latent_by_label": conf}
-    hists = {"A": SimpleNamespace(epochs=[ep([2, 2], [[1, 1], [1, 1]]), ep([3, 1], [[3, 0], [0, 1]])]),
-             "B": SimpleNamespace(epochs=[ep([4.2, 0], [[2, 2], [0, 0]])])}
-    assert mr.usage_table(hists, ("A", "B")) == [[1, "2/2", "0.50", "4/0", "0.50"], [2, "3/1", "1.00", "", ""]]
-    halves = {"A": SimpleNamespace(epochs=[ep([2.5, 0.5, 1], [[1, 1], [1, 1]])])}     # as usage_text: halves up, once
-    assert mr.usage_table(halves, ("A",))[0][1] == "3/1/1"
-    assert mr.epochs_all_styles([[[1, 1], [1, 1]], [[3, 0], [0, 1]], [[9, 1], [5, 5]]]) == 1   # 1 of 10 is under a fifth
-
-
-def test_expert_table_names_closest_styles_and_repeats():
-    test = SimpleNamespace(labels=[[0, 1]], refs=[["the cat sees the dog .", "the dog is seen by the cat ."]])
-    hyps = {"A": [["the cat sees the dog .", "the cat sees the dog .", "the dog is seen by the cat ."]]}
-    assert mr.expert_table(hyps, test, 0, ("A",)) == [
-        ["z = 0", "the cat sees the dog . (style 0)"], ["z = 1", "same as z = 0"], ["z = 2", "the dog is seen by the cat . (style 1)"]]
 
 
 def test_style_bars_stack_each_experts_pairs():
@@ -77,14 +47,6 @@ def test_style_bars_stack_each_experts_pairs():
     ax = fig.axes[0]
     tops = [max(p.get_y() + p.get_height() for p in ax.patches if abs(p.get_x() + p.get_width() / 2 - z) < 0.01) for z in range(3)]
     assert tops == [10, 10, 10] and len(ax.patches) == 9 and ax.get_xlabel() == "expert\nnote"
-
-
-def test_pairwise_quality_errorbars_draw_the_d2_line_or_an_arrow():
-    near = {"a": (Interval(80, 78, 82), Interval(50, 49, 51)), "b": (Interval(70, 69, 71), Interval(55, 54, 56))}
-    ax = mr.pairwise_quality_errorbars(near, 84.0).axes[0]
-    assert any(list(l.get_xdata()) == [84.0, 84.0] for l in ax.get_lines()) and ax.get_xlim() == (85, 66)
-    far = mr.pairwise_quality_errorbars({"a": near["b"]}, 86.0).axes[0]
-    assert any("this way" in t.get_text() for t in far.texts) and not any(list(l.get_xdata()) == [86.0, 86.0] for l in far.get_lines())
 
 
 def test_flip_figure_marks_adds_the_coin_tosses_and_named_stars():

@@ -21,8 +21,6 @@ from ..decode import decode
 from ..models.transformer import shift_right
 from ..stats import Resampled
 from ..views.live import compare_table
-from ..views.plots import quality_diversity
-from ..views.tables import table as text_table
 
 
 def latent_label_confusion(hyps: Sequence[Sequence[str]], refs, labels, n_labels: int, seed: int = 0):
@@ -326,15 +324,6 @@ def expert_panels(hyps: dict, usage: dict, refs, labels) -> str:
     return "<div style='display:flex; flex-wrap:wrap; gap:24px'>" + "".join(tables) + "</div>"
 
 
-def collapse_table(table: dict) -> str:
-    """Lesson 04's diagnosis table: per mixture its usage, per-latent BLEU, pairwise BLEU [95%], styles, content, label."""
-    rows = [[n, usage_text(e["usage"]), " ".join(f"{b:.1f}" for b in e["per_latent_bleu_1ref"]),
-             e["intervals"]["pairwise_bleu"].format(".1f"), f"{e['styles_by_markers']} ({e['purity_by_markers']:.2f})",
-             " ".join(f"{r:.0%}" for r in e["content_right_by_z"]), e["label"]] for n, e in table.items()]
-    return text_table(rows, ["mixture", "usage", "per-latent BLEU, best first", "pairwise BLEU [95%]", "styles (purity)",
-                             "content right per z", "label"])
-
-
 def record_collapse(run, table: dict, hists: dict) -> None:
     """Write lesson 04's results: the thresholds, each mixture's row (intervals as dicts) and its dev loss per epoch."""
     run.record("rule", {"D1_RATIO": D1_RATIO, "D2_PAIRWISE": D2_PAIRWISE})
@@ -388,13 +377,6 @@ def prior_lean(model, batches, usage) -> dict:
             "gain": torch.cat(gain).max().item()}
 
 
-def lean_table(lean: dict, usage) -> str:
-    """Per expert (of :func:`prior_lean`): the pairs it wins without the prior, with it (``usage``, printed by
-    :func:`usage_text`), its mean log p(z|x)."""
-    rows = [[f"z={z}", n, usage_text([u]), f"{lp:.1f}"] for z, (n, u, lp) in enumerate(zip(lean["no_prior"], usage, lean["log_prior"]))]
-    return text_table(rows, ["expert", "pairs won without the prior", "with it (last epoch)", "mean log p(z|x)"])
-
-
 def usage_figure(hists: dict, names: dict):
     """One panel per model (``names``: model -> what it changes): each expert's share of the training pairs per epoch."""
     fig, axes = plt.subplots(1, len(names), figsize=(11, 3.2), sharey=True, squeeze=False)
@@ -427,21 +409,3 @@ def style_split_by_epoch(hists: dict, names: Sequence[str]) -> list[list]:
         rows.append([e + 1] + [f"{matched_accuracy(hists[n].epochs[e]['latent_by_label']):.2f}"
                                if e < len(hists[n].epochs) else "" for n in names])
     return rows
-
-
-def quality_diversity_figure(table: dict, human: dict, order: Sequence[str]):
-    """The paper's Fig. 2 for lesson 04: pairwise BLEU against multi-reference BLEU, 95% intervals, coloured by diagnosis."""
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
-    for e in table.values():
-        pw, q = e["intervals"]["pairwise_bleu"], e["intervals"]["multi_ref_bleu"]
-        ax.errorbar(pw.estimate, q.estimate, xerr=[[pw.estimate - pw.ci_low], [pw.ci_high - pw.estimate]],
-                    yerr=[[q.estimate - q.ci_low], [q.ci_high - q.estimate]], fmt="none", ecolor="grey", capsize=2)
-    quality_diversity({n: (table[n]["pairwise_bleu"], table[n]["multi_ref_bleu"]) for n in order},
-                      human=(human["pairwise_bleu"], human["multi_ref_bleu"]), ax=ax, quality_label="multi-reference BLEU (quality)",
-                      spread_labels=True, groups={n: e["label"] for n, e in table.items()})
-    for t in ax.texts:                       # a name level with its marker lies on its error bar: above it, or below a close one
-        n = t.get_text()
-        if n in table and abs(t.xyann[1]) < 8:
-            close = any(0 < table[m]["multi_ref_bleu"] - table[n]["multi_ref_bleu"] < 4 for m in table)
-            t.xyann = (t.xyann[0], -10 if close else 10)
-    return fig

@@ -23,7 +23,7 @@ from ..data.synthetic import PREPOSITIONS as _PREPOSITIONS
 from ..data.synthetic import token_shares as _token_shares
 from ..data.batching import pad_batch
 from ..data.vocab import BOS, EOS
-from ..decode import MAX_LEN_A, MAX_LEN_B, decode, max_lengths, token_ids
+from ..decode import MAX_LEN_A, MAX_LEN_B, decode, max_lengths
 from ..metrics import _tokens as metric_tokens
 from ..metrics import bleu_and_length
 from ..pipeline import train_many_in_parallel, train_model
@@ -258,11 +258,6 @@ def without_optional(translation: str) -> str:
     return " ".join(kept).replace(" .", ".")
 
 
-def optional_phrases(translation: str) -> int:
-    """How many optional phrases the translation writes."""
-    return sum(w in OPTIONAL_WORDS for w in _words(translation))
-
-
 @torch.no_grad()
 def next_token_rank(model, x, tokens: Sequence[int]) -> tuple[int, list[int]]:
     """(rank of ``tokens[-1]`` among all tokens after ``tokens[:-1]``, 1 the best; the token ids above it)."""
@@ -270,67 +265,6 @@ def next_token_rank(model, x, tokens: Sequence[int]) -> tuple[int, list[int]]:
     f = model.eval()(x, prefix)[0, -1]
     above = (f > f[tokens[-1]]).nonzero().flatten().tolist()
     return len(above) + 1, above
-
-
-def rank_table(models: dict, tgt_vocab, x, short: str) -> str:
-    """Per model: EOS's rank after "the", and "."'s rank where ``short`` ends (with the tokens above it)."""
-    rows = []
-    for name, model in models.items():
-        eos, _ = next_token_rank(model, x, tgt_vocab.encode("the"))
-        dot, above = next_token_rank(model, x, tgt_vocab.encode(short)[:-1])
-        rows.append([name, eos, dot, ", ".join(repr(tgt_vocab.itos[w]) for w in above) or "-"])
-    return tables.table(rows, ["model", "EOS rank after 'the'", f"'.' rank after '... {' '.join(_words(short)[-4:-1])}'",
-                               "ranked above '.'"])
-
-
-def search_error_table(models: dict, beams: Sequence[int], known: dict[str, str], search, score) -> str:
-    """Per model and beam: the output of ``search(model, beam)`` (a string), its score (``score(model,
-    translation)``), the score of "the", the best among ``known`` translations, every beam's output and
-    the output's phrase-free version (:func:`without_optional`), and the known ones it scores below
-    (each proves a search error; none does not rule one out)."""
-    rows = []
-    for name, model in models.items():
-        found = {b: search(model, b) for b in beams}
-        for b, y in found.items():
-            mine_known = {**known, "phrase-free output": without_optional(y)}
-            s = {k: score(model, t) for k, t in {**mine_known, **{f"beam {c}'s output": z for c, z in found.items()}}.items()}
-            best, mine = max(s, key=s.get), s[f"beam {b}'s output"]
-            below = [k for k in mine_known if s[k] > mine + 1e-4]
-            what = "'the'" if y == "the" else "empty" if not y else f"{len(_words(y)) + 1} tokens, {optional_phrases(y)} optional phrases"
-            rows.append([name, b, what, f"{mine:.2f}", f"{score(model, 'the'):.2f}", f"{s[best]:.2f} ({best})",
-                         "below " + ", ".join(below) if below else "no"])
-    return tables.table(rows, ["model", "beam", "output", "its score", "'the' (≈ log ε)", "best known", "below a known translation?"])
-
-
-def beam_snapshot(trace: Sequence[tuple], tgt_vocab, short: str, top: int = 3) -> str:
-    """The live rows of a traced beam search at the step right after ``short``'s place phrase (the first
-    step whose best row ends with a place preposition, "the" and ``short``'s place noun in any form):
-    each row's last words, running score, its ``top`` best extensions (running score + the token's log
-    score) and its "." extension with "."'s rank in the row; then how many "." extensions are among the
-    2b kept (a line saying so where no step gets there). ``trace``: per step, (prefixes (b, t) from BOS,
-    running scores (b,), next-token log scores (b, V))."""
-    stem = lambda word: word.rstrip("0123456789")
-    words = lambda row: [tgt_vocab.itos[w] for w in row.tolist()[1:]]          # without BOS
-    place = stem(_words(short)[-2])
-    for prefixes, scores, lprobs in trace:
-        last = words(prefixes[0])[-3:]
-        if len(last) == 3 and last[0] in _PREPOSITIONS and last[1] == "the" and stem(last[2]) == place:
-            break
-    else:
-        return f"no step's best row ends with the place phrase of {short!r}: nothing to show"
-    dot, b = tgt_vocab.stoi["."], prefixes.shape[0]
-    extended = scores[:, None] + lprobs
-    rows = []
-    for r in (scores > -math.inf).nonzero().flatten().tolist():
-        best = extended[r].topk(top)
-        rank = int((lprobs[r] > lprobs[r, dot]).sum()) + 1
-        rows.append([r, "... " + " ".join(words(prefixes[r])[-4:]), f"{scores[r].item():.2f}",
-                     ", ".join(f"{tgt_vocab.itos[w]!r} {v:.2f}" for v, w in zip(best.values.tolist(), best.indices.tolist())),
-                     f"{extended[r, dot].item():.2f} (rank {rank})"])
-    kept = extended.flatten().topk(min(2 * b, extended.numel())).indices % extended.shape[-1]
-    table = tables.table(rows, ["row", "last words", "running score", f"best {top} extensions (running + token)",
-                                "'.' extension (its rank)"])
-    return table + f"\n'.' extensions among the 2b = {2 * b} kept: {int((kept == dot).sum())}"
 
 
 def sweep_models(models: dict, tasks: dict, beams: Sequence[int], n: int, boot) -> tuple[dict, dict]:
@@ -359,18 +293,6 @@ def sweep_table(Q: dict, level: str, models: Sequence[str], b4: int, big: int) -
                                f"length ratio beam {big}", f"<= 1 word at beam {big}"])
 
 
-def paired_table(Q: dict, level: str, models: Sequence[str], b4: int, big: int) -> str:
-    """Per model: how the length ratio and BLEU move from beam ``b4`` to ``big`` (the paired
-    difference's interval read as rises / falls / not shown to move), and the one-word share at ``big``."""
-    rows = []
-    for name in models:
-        d = {k: (Q[level, name, big][k] - Q[level, name, b4][k]).interval() for k in ("len_ratio", "multi_ref_bleu")}
-        rows.append([name, f"{d['len_ratio'].says('rises', 'falls', 'not shown to move')} ({d['len_ratio'].format('+.2f')})",
-                     f"{d['multi_ref_bleu'].says('rises', 'falls', 'not shown to move')} ({d['multi_ref_bleu'].format('+.1f')})",
-                     f"{Q[level, name, big]['one_word'].estimate:.0%}"])
-    return tables.table(rows, ["model", f"length ratio, beam {big} - {b4}", f"BLEU, beam {big} - {b4}", f"<= 1 word at beam {big}"])
-
-
 _KEYS = (("multi_ref_bleu", "multi-reference BLEU"), ("len_ratio", "length ratio"), ("one_word", "share of outputs of <= 1 word"))
 _STYLE = [("o", "-"), ("s", "--"), ("^", "-."), ("x", ":")]          # marker, line: overlapping lines stay visible
 
@@ -380,13 +302,15 @@ def _title(level: str) -> str:
 
 
 def curse_caption(Q: dict) -> str:
-    """The figure's caption: what to see, whether any output is empty, the levels with no one-word output."""
+    """The figure's caption: what to see, whether any output is empty, the levels with no one-word output (for
+    low ambiguity, why: it is the control)."""
     levels = list(dict.fromkeys(k[0] for k in Q))
     empties = "no output is empty at any beam" if max(q["empty_rate"].estimate for q in Q.values()) == 0 else "some are empty"
-    flat = [_title(lv) for lv in levels if max(q["one_word"].estimate for k, q in Q.items() if k[0] == lv) == 0]
+    flat = [lv for lv in levels if max(q["one_word"].estimate for k, q in Q.items() if k[0] == lv) == 0]
+    why = {"low": " (too little ambiguity for 'the' to win: the control)"}
     return (f"the three measures against the beam size ({empties}), 95% intervals shaded: a curve that falls "
             "(for the one-word share: rises) as the beam grows is the curse"
-            + "".join(f"; at {lv} no output has <= 1 word at any beam" for lv in flat) + ".")
+            + "".join(f"; at {_title(lv)} no output has <= 1 word at any beam{why.get(lv, '')}" for lv in flat) + ".")
 
 
 def curse_figure(Q: dict, beams: Sequence[int], levels: Sequence[str], models: Sequence[str]):
@@ -419,13 +343,3 @@ def records(sweeps: dict, Q: dict, beams: Sequence[int], models: Sequence[str]) 
             **{f"{m}_by_beam": {b: Q[level, name, b][m].interval().to_dict() for b in beams} for m in ("multi_ref_bleu", "len_ratio")},
             "empty_rate_by_beam": {b: sweeps[level, name][b]["empty_rate"] for b in beams}} for name in models}
     return out
-
-
-def curse_summary(Q: dict, models: Sequence[str], b4: int, big: int, level: str = "high") -> str:
-    """One sentence: which models' BLEU falls, is not shown to move, or rises from beam ``b4`` to ``big``
-    (paired interval), with their one-word shares at ``big``."""
-    moves = {n: (Q[level, n, big]["multi_ref_bleu"] - Q[level, n, b4]["multi_ref_bleu"]).interval().says("rises", "falls", "not shown to move")
-             for n in models}
-    parts = [", ".join(ns) + f": BLEU {v} (one-word outputs " + ", ".join(f"{Q[level, n, big]['one_word'].estimate:.0%}" for n in ns) + ")"
-             for v in ("falls", "not shown to move", "rises") if (ns := [n for n in models if moves[n] == v])]
-    return f"{_title(level)}, beam {big} against {b4}: " + "; ".join(parts) + "."

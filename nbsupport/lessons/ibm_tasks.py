@@ -180,16 +180,6 @@ def quality_by_model(tasks: dict, raw: dict, gammas, models, exact: list[int], p
     return q
 
 
-def beam_table(by_beam: dict, gammas, models, bleu: str = "multi_ref_bleu", bleu_at=(1, 4, 16), len_at=(4,)):
-    """(rows, headers): per gamma and model, BLEU at the beams ``bleu_at`` and the mode, the length ratio
-    at the beams ``len_at`` and the mode (``by_beam[g, n]["beam b" | "mode"]``: resampled quality)."""
-    bleu_cols, len_cols = [f"beam {b}" for b in bleu_at] + ["mode"], [f"beam {b}" for b in len_at] + ["mode"]
-    rows = [[g, n] + [f"{by_beam[g, n][c][bleu].estimate:.1f}" for c in bleu_cols]
-            + [f"{by_beam[g, n][c]['len_ratio'].estimate:.2f}" for c in len_cols] for g in gammas for n in models]
-    short = lambda c: c.replace("beam ", "b")
-    return rows, ["gamma", "model"] + [f"BLEU {short(c)}" for c in bleu_cols] + [f"len {short(c)}" for c in len_cols]
-
-
 def curse_table(by_beam: dict, gamma, models, bleu: str = "multi_ref_bleu", modes: dict | None = None):
     """(rows, headers, falls): per model at ``gamma``, the paired BLEU change from beam 1 and from beam 4 to
     beam 16 and from beam 16 to the mode (estimate [95% interval]) and, given ``modes`` (model: token lists),
@@ -271,25 +261,6 @@ def lesson_records(gammas, models, q: dict, raw: dict, share: dict, proven: list
     summary.update({f"gamma {g} {n} exact_rel": q["rel"][g, n].estimate for g in gammas for n in models if proven})
     summary["exact search: proven for all"] = f"{len(proven)} of {n_exact}"
     return records, summary
-
-
-def run_answer(q: dict, gammas, models, falls: dict | None = None, modes: dict | None = None,
-               bleu: str = "multi_ref_bleu") -> list[str]:
-    """This run's answer to notebook 07's question, in short lines: beam-4 BLEU per model at each gamma and,
-    given ``falls`` (:func:`curse_table`) and ``modes`` (model: token lists of the proven modes), where the
-    curse shows at the highest gamma and how each mode there compares with its beam-4 output (paired)."""
-    hi = gammas[-1]
-    lines = ["beam-4 BLEU at gamma " + " / ".join(map(str, gammas)) + ": "
-             + "; ".join(f"{n} " + " / ".join(f"{q['beam4'][g, n][bleu].estimate:.1f}" for g in gammas) for n in models)]
-    if falls is not None and modes is not None:
-        lines.append(f"the curse at gamma {hi}: from beam 1 to 16 for {', '.join(falls['beams']) or 'no model'}; "
-                     f"from beam 16 to the mode for {', '.join(falls['mode']) or 'no model'}")
-        said = {n: (q["exact"][hi, n][bleu] - q["beam4_on_proven"][hi, n][bleu]).interval().says("better", "worse")
-                for n in models}
-        the = {n: sum(t == ["the"] for t in modes[n]) for n in models}
-        lines.append(f"modes at gamma {hi} vs beam 4: " + "; ".join(
-            f"{n} {said[n]}, {the[n]}" + (f" of {len(modes[n])}" if k == 0 else "") + " 'the'" for k, n in enumerate(models)))
-    return lines
 
 
 def measure(task: Task, model, exact: list[int], n_beam: int, start_beams, budget: int, batch_size: int) -> dict:

@@ -7,16 +7,15 @@ import itertools
 import torch
 import numpy as np
 
-from .analysis import degeneracy, latents_used, matched_accuracy, one_reference, per_latent_bleu_one_ref, seed_label, usage_text
+from .analysis import degeneracy, latents_used, matched_accuracy, one_reference, per_latent_bleu_one_ref, seed_label
 from ..data.batching import pad_batch
 from ..decode import decode, token_ids
-from ..metrics import diversity_report, oracle_assignment, pairwise_bleu, sentence_bleu
+from ..metrics import diversity_report, pairwise_bleu, sentence_bleu
 from ..models.mixture import MixtureConfig
 from ..pipeline import Task, is_cached, toy_task, train_in_parallel, train_model
 from ..profiles import Profile, profile
 from ..train import CONVERGED_BELOW
 from .. import stats
-from ..data.synthetic import OPTIONAL
 from ..models.vnmt import VNMTConfig, gaussian_kl
 from ..stats import Resampled, Resamples, seed_interval
 from ..train import converged as stopped
@@ -317,15 +316,6 @@ def record_table1(run, table: dict, hists: dict, dropout: float) -> None:
         run.record(f"hMup.{col.replace('&', '')}.pairwise_bleu", table[col]["pairwise_bleu"])
 
 
-def same_assignment(z_a, z_b, k: int) -> float:
-    """The share of pairs two models give the same expert, under the relabelling of experts that matches most:
-    :func:`assignment_agreement` of the k x k table of (expert under a, expert under b) counts."""
-    counts = [[0] * k for _ in range(k)]
-    for a, b in zip(torch.as_tensor(z_a).tolist(), torch.as_tensor(z_b).tolist()):
-        counts[a][b] += 1
-    return assignment_agreement(counts)
-
-
 def shared_styles(conf, clean, tgt_out, hyps, near: float, vocab=None, hold: float = 0.2, split: float = 0.3) -> list[dict]:
     """Per two experts each with a ``hold`` share or more of their pairs in one style: the styles, their near-ties, splitting words, identical-output share."""
     conf, clean = [list(row) for row in conf], torch.as_tensor(clean).float()
@@ -348,32 +338,12 @@ def shared_styles(conf, clean, tgt_out, hyps, near: float, vocab=None, hold: flo
     return out
 
 
-def _optional(word) -> bool:
-    return any(word in words for _, _, words in OPTIONAL)
-
-
 def pair_note(f: dict, sep: str = " ") -> str:
     """A short description of one :func:`shared_styles` finding: 'z=a, z=b: split by ...' or 'duplicates ...'."""
     head = f"z={f['experts'][0]}, z={f['experts'][1]}: "
     if f["words"]:
         return head + "split by " + ", ".join(repr(w) for w, _, _ in f["words"])
     return head + f"duplicates: {f['near_ties']} near-ties,{sep}the same translation on {f['same_output']:.0%} of test sources"
-
-
-def sharing_line(name: str, findings: list[dict], label: str) -> str:
-    """One printed sentence: which of a model's experts share a style and whether a word splits them or they are duplicates."""
-    if not findings:
-        return f"{name}: no two experts share a style; label {label}."
-    parts = []
-    for f in findings:
-        (a, b), styles = f["experts"], "+".join(map(str, f["styles"]))
-        kind = "optional word" if all(_optional(w) for w, _, _ in f["words"]) else "word"
-        parts.append(f"z={a} and z={b} share style{'s' if len(f['styles']) > 1 else ''} {styles} and "
-                     + (f"split {'them' if len(f['styles']) > 1 else 'it'} by the {kind}{'s' if len(f['words']) > 1 else ''} "
-                        + ", ".join(repr(w) for w, _, _ in f["words"]) if f["words"] else
-                        f"are duplicates: no word splits their pairs, the same translation on {f['same_output']:.0%} "
-                        "of test sources"))
-    return f"{name}: " + "; ".join(parts) + f"; label {label}."
 
 
 def style_bars(panels, k: int):
@@ -389,61 +359,6 @@ def style_bars(panels, k: int):
     axes[0][-1].legend(fontsize=8)
     fig.tight_layout()
     return fig
-
-
-def pairwise_quality_errorbars(intervals: dict, d2: float):
-    """A figure of (pairwise BLEU, multi-ref BLEU) intervals per model, x reversed, with the D2 threshold (an arrow when off the plot)."""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name, (pw, q) in intervals.items():
-        ax.errorbar(pw.estimate, q.estimate, xerr=[[pw.estimate - pw.ci_low], [pw.ci_high - pw.estimate]],
-                    yerr=[[q.estimate - q.ci_low], [q.ci_high - q.estimate]], marker="o", ms=7, capsize=3, ls="none",
-                    label=name)
-    lo, hi = min(v[0].ci_low for v in intervals.values()) - 3, max(v[0].ci_high for v in intervals.values()) + 3
-    if lo <= d2 <= hi:
-        ax.axvline(d2, color="grey", ls="--", label="D2 threshold (left of it: latent ignored)")
-    else:                                   # off the plot: an arrow at the edge points to it (x reversed: higher to the left)
-        left = d2 > hi
-        ax.annotate(f"D2 threshold ({d2:.0f}) this way", xy=(0.01 if left else 0.99, 0.95), xycoords="axes fraction",
-                    xytext=(0.12 if left else 0.88, 0.95), ha="left" if left else "right", va="center",
-                    color="grey", fontsize=8, arrowprops=dict(arrowstyle="->", color="grey"))
-    ax.set(xlim=(hi, lo), ymargin=0.3,                     # x reversed; room for the legend and the arrow
-           xlabel="pairwise BLEU (reversed: right = more diverse)", ylabel="multi-ref BLEU (quality)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower center", ncol=2)
-    return fig
-
-
-def usage_table(hists: dict, names: dict) -> list[list]:
-    """Rows (epoch, then per model: pairs per expert 'a/b/c' as :func:`~nbsupport.lessons.analysis.usage_text` prints
-    them, and matched accuracy), '' past a model's last epoch."""
-    rows = []
-    for e in range(max(len(h.epochs) for h in hists.values())):
-        row = [e + 1]
-        for col in names:
-            ep = hists[col].epochs[e] if e < len(hists[col].epochs) else None
-            row += [usage_text(ep["usage"]).replace(" ", "/"), f"{matched_accuracy(ep['latent_by_label']):.2f}"] if ep else ["", ""]
-        rows.append(row)
-    return rows
-
-
-def epochs_all_styles(confs, share: float = 0.2) -> int:
-    """How many epochs' expert x style counts have every expert with every style at ``share`` or more of its pairs."""
-    return sum(all(n >= share * sum(row) > 0 for row in conf for n in row) for conf in confs)
-
-
-def expert_table(hyps: dict, test, j: int, names: dict) -> list[list]:
-    """Rows per expert for test source ``j``: each model's translation and its closest style; 'same as z=a' for a repeat."""
-    k = len(next(iter(hyps.values()))[j])
-    nearest = {col: oracle_assignment([hyps[col][j]], [test.refs[j]])[0] for col in names}   # per z, its reference
-    rows = []
-    for z in range(k):
-        row = [f"z = {z}"]
-        for col in names:
-            h = hyps[col][j]
-            first = h.index(h[z])
-            row.append(f"same as z = {first}" if first < z else f"{h[z]} (style {test.labels[j][nearest[col][z]]})")
-        rows.append(row)
-    return rows
 
 
 def largest_rise(confs):

@@ -137,15 +137,6 @@ def one_source_map(refs: Sequence[str], hyps: Sequence[str], caption: str | None
     return fig
 
 
-def versus_human(scores: dict, human: dict, n_refs: int) -> str:
-    """One sentence: on how many quality metrics ``scores`` lie above the human point, how many references
-    they reach, and whether they are more or less alike than the references (pairwise BLEU)."""
-    above = sum(scores[m] > human[m] for m in ("multi_ref_bleu", "avg_oracle_bleu"))
-    alike = "more" if scores["pairwise_bleu"] > human["pairwise_bleu"] else "less"
-    return (f"Above the human point on {above} of 2 quality metrics; {scores['ref_coverage']:.0f} of {n_refs} "
-            f"references reached; {alike} alike than the translators.")
-
-
 def toy_human_points(n_test: int, seed: int = 0) -> dict:
     """{style strength: {ambiguity: human point (``metrics.human_scores``) and ``entropy_nats``, the mean
     entropy that ambiguity adds to a sentence}} of every toy variant, on ``n_test`` test sources."""
@@ -248,15 +239,6 @@ def fig1_quality_diversity(resampled: dict, human: dict, caption: str):
     size = ", about a marker's width" if w < 2.5 else ""       # a marker spans about 2 BLEU here
     return quality_diversity({}, human=(x.estimate, y.estimate), ax=ax,
                              caption=f"{caption} 95% intervals at most {w:.1f} BLEU wide{size}.")
-
-
-def copies_table(copies, human, m: int = 4) -> str:
-    """A table of multi-reference BLEU (``Resampled``) of a set of copies of the M references and of the human
-    point, their paired difference, and the mean if M-1 of M hypotheses scored 100 and one like a translator."""
-    return table([["D (copies)", copies.interval().format(".1f")], ["human", human.interval().format(".1f")],
-                  ["D - human (paired)", (copies - human).interval().format(".1f")],
-                  [f"({m - 1} × 100 + human) / {m}", f"{((m - 1) * 100 + human.estimate) / m:.1f}"]],
-                 ["multi-reference BLEU", "estimate [95% interval]"])
 
 
 def summary(human: dict, toy_results: dict, fig1: dict, gap: float) -> dict:

@@ -221,25 +221,6 @@ def mean_std_bars(groups, series, ylabel: str, xlabel: str = "", caption: str | 
     return _caption(fig, caption)
 
 
-def speed_vs_k(speed, caption: str | None = None):
-    """Lachaux et al. Fig. 3: training throughput against the number of domains K."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for name, by_k in speed.items():
-        ks = sorted(by_k, key=int)
-        ax.plot([int(k) for k in ks], [by_k[k] for k in ks], marker="o", label=name.replace("_", " "))
-    ax.set_xscale("log")
-    all_k = sorted({int(k) for by_k in speed.values() for k in by_k})
-    ax.set_xticks(all_k, [str(k) for k in all_k])
-    ax.minorticks_off()
-    ax.set_xlabel("number of domains / latent values K")
-    ax.set_ylabel("training speed (target tokens / s)")
-    ax.set_ylim(bottom=0)
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return _caption(fig, caption)
-
-
 def attention_maps(maps: dict, caption: str | None = None):
     """Zoph & Knight Fig. 5: one heat map per source of a_t(s), output tokens (rows) against
     that source's tokens (columns); ``maps`` is :func:`nbsupport.lessons.multisource.attention_maps`."""
