@@ -41,17 +41,6 @@ def test_merged_subject_example_is_the_first_sentence_with_a_fr_merged_subject_a
     assert ok(data.corpus.test.meanings[i]) and not any(ok(m) for m in data.corpus.test.meanings[:i])
 
 
-def test_subject_readings_reads_the_given_senses_and_writes_one_over_their_count(data):
-    i = ms.merged_subject_example(data)
-    subject = NOUNS[data.corpus.test.meanings[i].subj]
-    fake = lambda roles, noun: [noun] if roles == ["fr", "de"] else [noun, "x", "y"] if roles == ["de"] else [noun, "x"]
-    rows = {l.split("  ")[0].strip(): l for l in ms.subject_readings(data, i, fake).splitlines()[2:]}
-    assert rows["fr + de"].endswith(" 1") and rows["de"].endswith("1/3") and rows["fr"].endswith("1/2")
-    assert f"{subject} or x or y" in rows["de"]
-    assert f"{word(data, 'fr', subject)} + {word(data, 'close', subject)}" in rows["fr + close"]
-    assert data.corpus.test.sources["xa"][i] in rows["fr"] and data.corpus.test.sources["xb"][i] in rows["de"]
-
-
 def fake_data(window):
     split = lambda *xs: SimpleNamespace(sources={"xa": list(xs), "xb": ["a"]})
     return SimpleNamespace(corpus=SimpleNamespace(train=split("a b c", "a"), test=split("a b")), model_sizes={"window": window})
@@ -125,17 +114,6 @@ def fake_maps(data, dog_xa):
     return {"output": ["the", "dog", "</s>"], "text": "the dog",
             "sources": [{"lang": "xa", "tokens": [dog_xa, "x", "</s>"], "weights": [[0.1, 0.6, 0.1], [0.2, 0.0, 0.6], [0.1, 0.1, 0.1]]},
                         {"lang": "xb", "tokens": ["y", "</s>"], "weights": [[0.5, 0.5], [0.4, 0.2], [0.9, 0.1]]}]}
-
-
-def test_row_kinds_sorts_rows_by_where_they_peak(data, monkeypatch):
-    dog = word(data, "fr", "dog")
-    monkeypatch.setattr(ms, "attention_maps_of", lambda *a: fake_maps(data, dog))
-    lines = ms.row_kinds(None, data, "fr+de.attn_basic").splitlines()[2:]
-    rows = [[c.strip() for c in l.split("  ") if c.strip()] for l in lines]
-    # xa: "the" peaks on x, "dog" on </s>; the "</s>" row adds to < 0.5: faint only, wherever it peaks
-    assert rows[:4] == [["fr", "on its translation", "-"], ["on </s>", "dog"], ["elsewhere", "the"], ["faint", "</s>"]]
-    # xb: every row peaks on y (a tie goes to the first), none on </s>; every row adds to 0.6 or more
-    assert rows[4:] == [["de", "on its translation", "-"], ["on </s>", "-"], ["elsewhere", "the, dog, </s>"], ["faint", "-"]]
 
 
 def test_noun_attention_shares_are_shares_of_the_noun_rows_weight(data, monkeypatch):

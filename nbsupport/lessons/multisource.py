@@ -441,20 +441,6 @@ def merged_subject_example(data: MultiSourceData, split: str = "test") -> int:
                 if len(_senses(data.corpus, [fr], m.subj)) > 1 and alone(m.obj))
 
 
-def subject_readings(data: MultiSourceData, index: int, senses, split: str = "test") -> str:
-    """A table: per reading (fr, de, close, fr + de, fr + close), the source words for sentence ``index``'s
-    subject, the nouns ``senses(roles, noun)`` leaves, and the best expected probability of the true one."""
-    s, code, words = data.corpus.split(split), ROLES["toy"], data.corpus.info["noun_words"]
-    subject = NOUNS[s.meanings[index].subj]
-    rows = []
-    for roles in (["fr"], ["de"], ["close"], ["fr", "de"], ["fr", "close"]):
-        left = senses(roles, subject)
-        rows.append([" + ".join(roles), s.sources[code[roles[0]]][index] if len(roles) == 1 else "",
-                     " + ".join(words[code[r]][NOUNS.index(subject)] for r in roles), " or ".join(left),
-                     "1" if len(left) == 1 else f"1/{len(left)}"])
-    return table(rows, ["reading", "source sentence", "subject word", "the subject is", f"best P({subject})"])
-
-
 def window_note(data: MultiSourceData) -> str:
     """One sentence: the longest toy source (with </s>) against the attention window D of the lesson's models."""
     longest = max(len(x.split()) + 1 for part in (data.corpus.train, data.corpus.test)
@@ -567,20 +553,6 @@ def attention_figure(model: MultiSourceLSTM, data: MultiSourceData, system: str,
                  fontsize=9)
     fig.tight_layout()
     return fig
-
-
-def row_kinds(model: MultiSourceLSTM, data: MultiSourceData, system: str, index: int = 0) -> str:
-    """A table: per source of test sentence ``index``, the output words whose attention row peaks on
-    their own translation, on </s> or elsewhere; a faint row (weights adding to < 0.5) is listed as faint only."""
-    rows, maps = [], _test_maps(model, data, system, index)
-    for src in maps["sources"]:
-        g, kinds = gloss(data, src["lang"]), {"on its translation": [], "on </s>": [], "elsewhere": [], "faint": []}
-        for tok, row in zip(maps["output"], src["weights"]):
-            peak = src["tokens"][max(range(len(row)), key=row.__getitem__)]
-            kinds["faint" if sum(row) < 0.5 else "on </s>" if peak == "</s>" else
-                  "on its translation" if tok in g.get(peak, "").split("/") else "elsewhere"].append(tok)
-        rows += [[_role_of(data)[src["lang"]] if i == 0 else "", k, ", ".join(v) or "-"] for i, (k, v) in enumerate(kinds.items())]
-    return table(rows, ["source", "the row peaks", "output words"])
 
 
 def noun_attention_shares(model: MultiSourceLSTM, data: MultiSourceData, system: str, n: int) -> dict:
