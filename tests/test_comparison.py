@@ -79,6 +79,9 @@ def test_the_profiles_methods_and_toy_model(monkeypatch):
         cmp.methods(dataclasses.replace(lab, compare=lab.compare.replace(methods=("beam", "smup"))))
     with pytest.raises(TypeError, match="unexpected keyword argument 'method'"):
         lab.compare.replace(method=("beam",))                  # a misspelt setting fails where it is written
+    for name in nbs.PROFILE_NAMES:                             # notebook 08 runs K <= S only: no profile lists a K above S
+        c = nbs.profile(name).compare
+        assert c["ks"] and all(k <= c["styles"] for k in c["ks"]), name
 
 
 def test_method_view_decodes_live_and_names_bad_input():

@@ -16,7 +16,7 @@ import numpy as np
 import matplotlib.pyplot as plt
 
 from .. import registry, translation
-from ..metrics import diversity_report, human_scores, mbleu, oracle_assignment, sentence_bleu
+from ..metrics import diversity_report, human_scores, mbleu, sentence_bleu
 from ..models.mixture import MixtureConfig
 from ..models.target_encoder import LAMBDA_CANDIDATES, ConditioningConfig
 from ..pipeline import Task, toy_task, train_model
@@ -24,7 +24,6 @@ from ..profiles import Profile, profile
 from ..stats import Resampled
 from .analysis import latents_used
 from .mixture_runs import train_variant, train_vnmt
-from ..data.synthetic import PUNCTUATION
 from ..views.live import compare_table, page, source_ids
 from ..views.plots import label_points
 from ..views.tables import table
@@ -282,25 +281,8 @@ def method_view(name: str, model, t: Task, sentence: str, k: int, references=(),
 
 # --- Notebook 08's tables, figure and printed readings (the lesson keeps its rules inline) ---
 
-def final_mark(h: str) -> str:
-    """The final punctuation mark of ``h`` (the toy's style s ends in PUNCTUATION[s % 4]); "" if none."""
-    return max((m for m in PUNCTUATION if h.endswith(m)), key=len, default="")
-
-
 def _words(s: str) -> list[str]:
     return "".join(ch if ch.isalnum() else " " for ch in s).split()
-
-
-def nearest_reference(h: str, refs) -> int:
-    """The index of the reference of ``refs`` with the highest sentence BLEU against ``h`` (the first on ties)."""
-    return oracle_assignment([[h]], [list(refs)])[0][0]
-
-
-def example_table(hyps: dict, refs, labels) -> str:
-    """A table of each method's hypotheses of one source ({method: [hypothesis]}), with the style of
-    its nearest reference (``labels[j]``: reference j's style) and its final mark."""
-    return table([[n, labels[nearest_reference(h, refs)], final_mark(h) or "-", h] for n, hs in hyps.items() for h in hs],
-                 ["method", "nearest style", "mark", "hypothesis"])
 
 
 def beam_reading(hyps: list[str], refs) -> str:
@@ -332,15 +314,6 @@ def values_table(hyps: dict, refs) -> str:
     return table(rows, ["model", "z", "BLEU", "hypothesis"])
 
 
-def stop_reading(stops: dict, s: int) -> str:
-    """Where the K-without-S rule stops each latent model ({model: K}), read against the data's ``s`` styles."""
-    side = lambda k: "at K = S (the rule finds S)" if k == s else "below S" if k < s else "past S"
-    groups = {}
-    for n, k in stops.items():
-        groups.setdefault(side(k), []).append(n)
-    return f"against S = {s}: " + "; ".join(f"{', '.join(ns)} stop{'s' * (len(ns) == 1)} {g}" for g, ns in groups.items())
-
-
 def shared_words(hyps: list[str], refs) -> str:
     """The words in every hypothesis that are not in every reference, in order ("none" if none)."""
     common = lambda ss: [w for w in dict.fromkeys(_words(ss[0])) if all(w in _words(s) for s in ss)]
@@ -357,19 +330,6 @@ def grid_ends(settings: dict) -> list[str]:
     """Every tuned choice ({(method, K): setting}; top-k, nucleus, diverse beam) at an end of its grid, as
     "topk K=2 (largest)"."""
     return [f"{n} K={k} ({_grid_end(n, s)})" for (n, k), s in settings.items() if n in GRIDS and _grid_end(n, s)]
-
-
-def tuning_table(settings: dict, ks) -> str:
-    """The dev-set choice of every tuned method ({(method, K): setting}) per K, marked at its grid's ends."""
-    name = {"top_k": "top-k's k", "top_p": "nucleus's p", "diversity": "diverse beam's δ"}
-    tuned = [n for n in GRIDS if any((n, k) in settings for k in ks)]
-
-    def shown(n, k):
-        (option, _), = GRIDS[n].items()
-        end = _grid_end(n, settings[n, k])
-        return f"{settings[n, k][option]:g}" + (f" (grid's {end})" if end else "")
-    return table([[f"K={k}"] + [shown(n, k) for n in tuned] for k in ks],
-                 ["chosen on dev"] + [name[o] for n in tuned for o in GRIDS[n]])
 
 
 def tuning_reading(tuning: dict, human: dict, quality: str = "multi_ref_bleu") -> str:
@@ -433,23 +393,6 @@ def plane_figure(R: dict, human: dict, decoding, latent, ks, quality: str = "mul
     return fig, best
 
 
-def final_marks(hyps, boot) -> Resampled:
-    """The mean number of distinct final marks among a source's hypotheses (one per style), on ``boot``'s resamples."""
-    per_source = [len({final_mark(h) for h in hs} - {""}) for hs in hyps]
-    return Resampled(sum(per_source) / len(per_source), boot.mean(per_source))
-
-
-def k_eq_s_table(R: dict, human_R: dict, marks: dict, k: int, s: int, quality: str = "multi_ref_bleu") -> str:
-    """Every method's scores at K = ``k`` with 95% intervals, its distinct final marks and whether coverage is
-    above, below or not shown apart (≈) from them (paired), then the human point."""
-    rows = [[n] + [R[n, k][m].interval().format(f) for m, f in (("pairwise_bleu", ".1f"), (quality, ".1f"), ("coverage", ".2f"))]
-            + [f"{marks[n].estimate:.2f}", (R[n, k]["coverage"] - marks[n]).interval().says("above", "below", "≈")]
-            for n in marks]
-    rows.append(["human", human_R["pairwise_bleu"].interval().format(".1f"), human_R[quality].interval().format(".1f"),
-                 f"{s}", f"{s}", ""])
-    return table(rows, ["method", "pairwise BLEU", "multi-ref BLEU", f"coverage (of {s})", "final marks", "coverage vs marks"])
-
-
 def inside(R: dict, name: str, other: str, ks, quality: str = "multi_ref_bleu") -> bool:
     """Do ``name``'s estimates lie inside ``other``'s 95% intervals on both axes at every K?"""
     return all(R[other, k][m].interval().ci_low <= R[name, k][m].estimate <= R[other, k][m].interval().ci_high
@@ -460,24 +403,6 @@ def purity_table(found: dict, weakest: dict, k: int, s: int) -> str:
     """The latent models' purity ({model: (purity, Interval, styles owned, reading)}) and weakest value's BLEU."""
     return table([[n, f"{iv.format('.2f')} {side}", f"{o} of {s}", f"{weakest[n]:.1f}"] for n, (_, iv, o, side) in found.items()],
                  ["latent model", f"purity at K = {k} [95%]", "styles that are a value's main one", "weakest value's BLEU"])
-
-
-def sets_table(R: dict, rows: dict, sets: dict, k: int, quality: str = "multi_ref_bleu") -> str:
-    """A table of hypothesis sets at K = ``k`` ({row label: method}): distinct strings, coverage, quality and
-    pairwise BLEU with 95% intervals."""
-    return table([[s, f"{rows[n, k]['distinct']:.1f} of {k}"] + [R[n, k][m].interval().format(f) for m, f in
-                  (("coverage", ".2f"), (quality, ".1f"), ("pairwise_bleu", ".1f"))] for s, n in sets.items()],
-                 [f"K = {k}", "distinct", "coverage", "multi-ref BLEU", "pairwise BLEU"])
-
-
-def top_up_table(margins: dict) -> str:
-    """Each top-up's paired margins over Hard-MoE alone ({top-up: {metric: Interval}}) read as better / worse /
-    ≈ (the interval holds 0) on coverage, quality and diversity (lower pairwise BLEU is better)."""
-    word = lambda m, iv: iv.says(*(("worse", "better") if m == "pairwise_bleu" else ("better", "worse")), "≈")
-    metrics = list(next(iter(margins.values())))
-    return table([[t] + [word(m, iv) for m, iv in ms.items()] for t, ms in margins.items()],
-                 ["against hard_moe alone"] + [{"pairwise_bleu": "diversity", "multi_ref_bleu": "quality"}.get(m, m)
-                                               for m in metrics])
 
 
 def beaten_by(a: str, k: int, full, R: dict, latent, decoding, quality: str = "multi_ref_bleu"):
@@ -508,25 +433,19 @@ def grid_table(recommendation: dict, ks, s: int) -> str:
                  ["need"] + [f"K={k}" + (" (= S)" if k == s else " (> S)" if k > s else "") for k in ks])
 
 
-def avoid_text(avoid: dict, alone_at=(), fine_at=()) -> str:
-    """One line per K from {K: {method: "below the bar" | "<method> beats it"}}; Hard-MoE is named "hard_moe
-    alone" at the K of ``alone_at`` (where its top-ups compete) and, at the K of ``fine_at`` (where only its
-    repeats put it under the bar), said to be fine if repeats are acceptable, as the opening table says."""
+def avoid_text(avoid: dict) -> str:
+    """One line per K from {K: {method: "below the bar" | "<method> beats it"}}."""
     lines = []
     for k, why in avoid.items():
-        fine = lambda n, w: n == "hard_moe" and k in fine_at and w == "below the bar"
-        low = [n + (" alone" if n == "hard_moe" and k in alone_at else "") for n, w in why.items()
-               if w == "below the bar" and not fine(n, w)]
+        low = [n for n, w in why.items() if w == "below the bar"]
         beat = [f"{n} ({w})" for n, w in why.items() if w != "below the bar"]
-        ok = ["hard_moe alone: below the bar (fine if repeats are acceptable: see the opening table)"
-              for n, w in why.items() if fine(n, w)]
-        parts = (["below the bar: " + ", ".join(low)] if low else []) + ([", ".join(beat)] if beat else []) + ok
+        parts = (["below the bar: " + ", ".join(low)] if low else []) + ([", ".join(beat)] if beat else [])
         lines.append(f"avoid at K={k}: " + ("; ".join(parts) or "none"))
     return "\n".join(lines)
 
 
 # the opening answer's rows: (row, the grid's need it rests on, the methods it names; None: a latent model that
-# found the styles, or past K = S a top-up of it)
+# found the styles)
 ANSWER = (("cover the styles", "cover the styles", None), ("are the best", "quality first", None),
           ("most varied wording", "most varied wording", ("sampling",)),
           ("one ordinary model, to cover", "no latent model: cover", ("diverse_beam",)),
@@ -536,17 +455,3 @@ ANSWER = (("cover the styles", "cover the styles", None), ("are the best", "qual
 def named(pick: dict) -> list[str]:
     """The methods a grid cell names: its pick, and its runner-up where the two tie."""
     return [pick["method"]] + ([pick["runner_up"]] if not pick["clear"] else [])
-
-
-def answer_table(recommendation: dict, ks, found, top_ups) -> str:
-    """The opening answer row by row against the grid ({need: {"K<k>": pick}}): per K, "yes" where the grid
-    picks or ties the row's method (a model of ``found``, or one of ``top_ups``, for the first two rows),
-    "yes (tied with B)" where it ties with a method B the row does not name, else "no"."""
-
-    def cell(ns, use):
-        other = [n for n in ns if n not in use]
-        return "no" if len(other) == len(ns) else "yes" + (f" (tied with {other[0]})" if other else "")
-    rows = []
-    for row, need, use in ANSWER:
-        rows.append([row] + [cell(named(recommendation[need][f"K{k}"]), use or [*found, *top_ups]) for k in ks])
-    return table(rows, ["the opening answer's row"] + [f"K={k}" for k in ks])
