@@ -285,7 +285,7 @@ def flip_figure_marks(ax, ks, p: float, papers: dict) -> None:
                    label="coin toss, 1 - 1/K (each K's colour)" if k == min(ks) else None)
     ax.scatter([p] * len(papers), list(papers.values()), marker="*", s=150, color="crimson", zorder=4, label="the papers (K = 2)")
     for i, (name, y) in enumerate(sorted(papers.items(), key=lambda kv: kv[1])):   # the lowest star's name below it
-        ax.annotate(name, (p, y), xytext=(8, -12 if i == 0 else 6), textcoords="offset points", fontsize=7, color="crimson")
+        ax.annotate(name, (p, y), xytext=(8, -12 if i == 0 else 6), textcoords="offset points", fontsize=9, color="crimson")
     ax.legend(fontsize=8)
 
 

@@ -280,6 +280,8 @@ def stars_and_dots(panels: Mapping[str, tuple], title: str | None = None, captio
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    if title:                                               # room between the overall title and the panels' own
+        fig.subplots_adjust(top=0.85)
     fig.subplots_adjust(bottom=0.2)          # room for the legend below the axis labels, not on them
     fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8,
                bbox_to_anchor=(0.5, 0.0))
