@@ -120,13 +120,13 @@ def test_noun_attention_shares_are_shares_of_the_noun_rows_weight(data, monkeypa
     dog = word(data, "fr", "dog")
     monkeypatch.setattr(ms, "attention_maps_of", lambda *a: fake_maps(data, dog))
     shares = ms.noun_attention_shares(None, data, "fr+de.attn_basic", 2)
-    assert shares["fr"] == pytest.approx((0.2 / 0.8, 0.6 / 0.8))          # the "dog" row: 0.2 on dog's word, 0.6 on </s>
-    assert shares["de"] == pytest.approx((0.0, 0.2 / 0.6))                 # "y" is not de's word for dog
+    assert shares["fr"] == pytest.approx((0.2 / 0.8, 0.6 / 0.8, 0.8))     # the "dog" row: 0.2 on dog's word, 0.6 on </s>, 0.8 in all
+    assert shares["de"] == pytest.approx((0.0, 0.2 / 0.6, 0.6))            # "y" is not de's word for dog
 
 
 def test_shares_table_says_where_the_attention_mostly_sits():
-    lines = ms.shares_table({"fr": (0.1, 0.8), "de": (0.6, 0.2), "close": (0.3, 0.3)}).splitlines()[2:]
-    assert lines[0].split()[1:] == ["10%", "80%", "on", "</s>"]
+    lines = ms.shares_table({"fr": (0.1, 0.8, 0.9), "de": (0.6, 0.2, 1.0), "close": (0.3, 0.3, 0.5)}).splitlines()[2:]
+    assert lines[0].split()[1:] == ["0.90", "10%", "80%", "on", "</s>"]
     assert lines[1].rstrip().endswith("on the noun's own word") and lines[2].rstrip().endswith("split")
     assert "60%" in lines[1] and "20%" in lines[1]
 
@@ -136,6 +136,7 @@ def test_attention_figure_glosses_the_source_words_and_titles_the_output(data, m
     monkeypatch.setattr(ms, "attention_maps_of", lambda *a: fake_maps(data, dog))
     fig = ms.attention_figure(None, data, "fr+de.attn_basic", 0)
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
-    assert labels[0].startswith(f"{dog} (") and "dog" in labels[0] and labels[-1] == "</s>"
+    assert labels[0].startswith(f"{dog}\n(") and "dog" in labels[0] and labels[-1] == "</s>"   # level, gloss below
+    assert all(t.get_rotation() == 0 for t in fig.axes[0].get_xticklabels())
     assert fig.axes[0].get_xlabel() == "source fr (as written)" and "'the dog'" in fig._suptitle.get_text()
     assert len(fig.axes) == 4                                               # two maps, two colour bars

@@ -538,17 +538,24 @@ def _test_maps(model, data, system, index):
 
 
 def attention_figure(model: MultiSourceLSTM, data: MultiSourceData, system: str, index: int = 0):
-    """Figure 5 for test sentence ``index``: one heat map of a_t(s) per source, its words glossed in
-    English, with colour bars and the output and reference in the title."""
+    """Figure 5 for test sentence ``index``: one heat map of a_t(s) per source, stacked, its words written
+    level with their English gloss below, each row's total weight on the right, colour bars, and the
+    output and reference in the title."""
     maps = _test_maps(model, data, system, index)
-    for src in maps["sources"]:
+    n_out = len(maps["output"])
+    fig, axes = plt.subplots(len(maps["sources"]), 1, figsize=(8.5, len(maps["sources"]) * (1.3 + 0.27 * n_out)),
+                             squeeze=False)
+    for ax, src in zip(axes[:, 0], maps["sources"]):
         g = gloss(data, src["lang"])
-        src["tokens"] = [f"{t} ({g[t]})" if t in g else t for t in src["tokens"]]
-        src["lang"] = _role_of(data)[src["lang"]]
-    fig = draw(maps)
-    fig.set_size_inches(fig.get_size_inches() + (0.4, 1.0))          # room for the glossed labels
-    for ax in list(fig.axes):
-        fig.colorbar(ax.images[0], ax=ax, fraction=0.05, label="weight $a_t(s)$")
+        image = ax.imshow(src["weights"], cmap="Greys", aspect="auto", vmin=0, vmax=1)
+        ax.set_xticks(range(len(src["tokens"])), [f"{t}\n({g[t]})" if t in g else t for t in src["tokens"]], fontsize=8)
+        ax.set_yticks(range(n_out), maps["output"], fontsize=8)
+        ax.set_xlabel(f"source {_role_of(data)[src['lang']]} (as written)")
+        ax.set_ylabel("output token")
+        totals = ax.secondary_yaxis("right")                          # each row's total weight: faint rows look nowhere
+        totals.set_yticks(range(n_out), [f"{sum(row):.2f}" for row in src["weights"]], fontsize=7)
+        totals.set_ylabel("row's total", fontsize=8)
+        fig.colorbar(image, ax=ax, fraction=0.04, pad=0.1, label="weight $a_t(s)$")
     fig.suptitle(f"{system}, test sentence {index}: {maps['text']!r}\n(reference: {data.corpus.test.refs[index][0]!r})",
                  fontsize=9)
     fig.tight_layout()
@@ -557,20 +564,22 @@ def attention_figure(model: MultiSourceLSTM, data: MultiSourceData, system: str,
 
 def noun_attention_shares(model: MultiSourceLSTM, data: MultiSourceData, system: str, n: int) -> dict:
     """Per source role, over the first ``n`` test sentences: (share of the output nouns' attention on the
-    noun's own source word, share on </s>), of all the weight their rows carry."""
+    noun's own source word, share on </s>, both of all the weight the noun rows carry together; the
+    mean total weight of a noun row)."""
     lexicons = _lexicons(data)
     mass = {}
     for i in range(n):
         maps = _test_maps(model, data, system, i)
         for src in maps["sources"]:
-            m = mass.setdefault(_role_of(data)[src["lang"]], [0.0, 0.0, 0.0])   # on its word, on </s>, all
+            m = mass.setdefault(_role_of(data)[src["lang"]], [0.0, 0.0, 0.0, 0])   # on its word, on </s>, all, rows
             for tok, row in zip(maps["output"], src["weights"]):
                 if tok in NOUNS:
                     own = lexicons[src["lang"]].noun[NOUNS.index(tok)]          # the noun's word in this source
                     m[0] += sum(a for a, x in zip(row, src["tokens"]) if x == own)
                     m[1] += sum(a for a, x in zip(row, src["tokens"]) if x == "</s>")
                     m[2] += sum(row)
-    return {role: (w / total, e / total) for role, (w, e, total) in mass.items() if total > 0}
+                    m[3] += 1
+    return {role: (w / total, e / total, total / rows) for role, (w, e, total, rows) in mass.items() if total > 0}
 
 
 def _lexicons(data: MultiSourceData) -> dict:
@@ -578,8 +587,8 @@ def _lexicons(data: MultiSourceData) -> dict:
 
 
 def shares_table(shares: dict) -> str:
-    """A table of :func:`noun_attention_shares`: per source, the shares on the noun's word and on </s>, and
-    where the output nouns' attention mostly sits (either share at 50% or more; else "split")."""
+    """A table of :func:`noun_attention_shares`: per source, the noun rows' mean total weight, the shares on
+    the noun's word and on </s>, and where that weight mostly sits (either share at 50% or more; else "split")."""
     where = lambda w, e: "on </s>" if e >= 0.5 else "on the noun's own word" if w >= 0.5 else "split"
-    return table([[r, f"{w:.0%}", f"{e:.0%}", where(w, e)] for r, (w, e) in shares.items()],
-                 ["source", "on the noun's word", "on </s>", "mostly"])
+    return table([[r, f"{t:.2f}", f"{w:.0%}", f"{e:.0%}", where(w, e)] for r, (w, e, t) in shares.items()],
+                 ["source", "row's total weight (mean)", "share on the noun's word", "share on </s>", "mostly"])
