@@ -33,11 +33,6 @@ def test_share_table_refuses_factors_that_disagree_with_token_shares():
         bc.share_table("the xyz sees the dog beyond the road.")      # not a content word: q = 1, not 1/4
 
 
-def test_without_optional_drops_every_optional_phrase_and_keeps_the_rest():
-    full = "the cat sees the dog quietly beyond the road at dawn with care twice."
-    assert bc.without_optional(full) == "the cat sees the dog beyond the road."
-
-
 class FixedLogits(torch.nn.Module):
     """Logits after a prefix of length t: rows[t - 1] (whatever the source)."""
     def __init__(self, rows):

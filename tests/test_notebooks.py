@@ -334,7 +334,6 @@ COMPARE_KEYS = ("pairwise_bleu", "avg_oracle_bleu", "multi_ref_bleu", "coverage"
 MIXTURE_NAMES = ["online.shared.hMup", "online.shared.hMlp", "online.independent.hMup", "online.shared.sMup",
                  "offline.shared.hMup", "offline.shared.sMup"]
 MULTI_SOURCE_SYSTEMS = ("fr", "de", "fr+fr.same", "fr+close.basic", "fr+de.basic", "fr+de.childsum", "fr+de.attn_basic")
-SYSTEMS = ("beam", "sampling", "topk", "diverse_beam", "hard_moe")
 SCONES_MODELS = ("softmax", "scones_0.2", "scones_0.5", "scones_1.0")
 
 

@@ -251,13 +251,6 @@ def share_table(translation: str) -> str:
     return tables.table([[tok, f"{q:.3f}", why] for tok, q, why in rows], ["token", "q_i", "why"])
 
 
-def without_optional(translation: str) -> str:
-    """The translation without its optional phrases (still valid: subject, verb, object, adjectives, place, ".")."""
-    words = _words(translation)
-    kept = [w for i, w in enumerate(words) if w not in OPTIONAL_WORDS and (i == 0 or words[i - 1] not in ("at", "with"))]
-    return " ".join(kept).replace(" .", ".")
-
-
 @torch.no_grad()
 def next_token_rank(model, x, tokens: Sequence[int]) -> tuple[int, list[int]]:
     """(rank of ``tokens[-1]`` among all tokens after ``tokens[:-1]``, 1 the best; the token ids above it)."""

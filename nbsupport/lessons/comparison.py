@@ -430,7 +430,7 @@ def pick_text(p: dict) -> str:
 def grid_table(recommendation: dict, ks, s: int) -> str:
     """The recommendation grid ({need: {"K<k>": pick}}): one row per need, one column per K."""
     return table([[need] + [pick_text(r[f"K{k}"]) for k in ks] for need, r in recommendation.items()],
-                 ["need"] + [f"K={k}" + (" (= S)" if k == s else " (> S)" if k > s else "") for k in ks])
+                 ["need"] + [f"K={k}" + (" (= S)" if k == s else "") for k in ks])
 
 
 def avoid_text(avoid: dict) -> str:

@@ -29,7 +29,6 @@ from ..train import Encoded, TrainConfig, _autocast, evaluate_loss
 from ..data import synthetic as syn
 from ..stats import Resampled, corpus_stats
 from ..views.live import composed_view, heat_table, source_ids
-from ..views.plots import attention_maps as draw
 from ..views.tables import table
 from ..views.widgets import escape, explore
 

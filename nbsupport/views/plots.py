@@ -221,22 +221,6 @@ def mean_std_bars(groups, series, ylabel: str, xlabel: str = "", caption: str | 
     return _caption(fig, caption)
 
 
-def attention_maps(maps: dict, caption: str | None = None):
-    """Zoph & Knight Fig. 5: one heat map per source of a_t(s), output tokens (rows) against
-    that source's tokens (columns); ``maps`` is :func:`nbsupport.lessons.multisource.attention_maps`."""
-    sources = maps["sources"]
-    fig, axes = plt.subplots(1, len(sources), figsize=(4.2 * len(sources), 0.9 + 0.32 * len(maps["output"])),
-                             squeeze=False)
-    for ax, src in zip(axes[0], sources):
-        ax.imshow(src["weights"], cmap="Greys", aspect="auto", vmin=0, vmax=1)
-        ax.set_xticks(range(len(src["tokens"])), src["tokens"], rotation=60, ha="right")
-        ax.set_yticks(range(len(maps["output"])), maps["output"])
-        ax.set_xlabel(f"source {src['lang']} (as written)")
-        ax.set_ylabel("output token")
-    fig.tight_layout()
-    return _caption(fig, caption)
-
-
 def lines(x: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: str, ylabel: str,
           caption: str | None = None, ax=None):
     """One line (with markers) per series against a shared x axis."""
