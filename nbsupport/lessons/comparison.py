@@ -285,35 +285,6 @@ def _words(s: str) -> list[str]:
     return "".join(ch if ch.isalnum() else " " for ch in s).split()
 
 
-def beam_reading(hyps: list[str], refs) -> str:
-    """A word pair the first hypothesis writes that no reference does (with how many hypotheses write it
-    and the references' pair ending in the same word), and the words the hypotheses do not all share."""
-    pairs = lambda s: list(zip(_words(s), _words(s)[1:]))
-    ref_pairs = {p for r in refs for p in pairs(r)}
-    wrong = next((p for p in pairs(hyps[0]) if p not in ref_pairs), None)
-    out = []
-    if wrong:
-        right = next((" ".join(p) for r in refs for p in pairs(r) if p[1] == wrong[1] and p[0] != wrong[0]), "?")
-        out.append(f"writes '{' '.join(wrong)}' in {sum(wrong in pairs(h) for h in hyps)} of {len(hyps)} (references: '{right}')")
-    vary = [w for w in dict.fromkeys(w for h in hyps for w in _words(h)) if not all(w in _words(h) for h in hyps)]
-    return "; ".join(out + [f"its hypotheses differ only in: {', '.join(vary) or 'nothing'}"])
-
-
-def values_table(hyps: dict, refs) -> str:
-    """A table of each latent model's hypotheses of one source ({model: [hypothesis of value z]}): BLEU
-    against the nearest reference, the weakest value (only a strictly lowest one) and the number of distinct
-    strings (not styles) marked."""
-    near = lambda h: max(sentence_bleu(h, r) for r in refs)
-    rows = []
-    for n, hs in hyps.items():
-        bleu = [round(near(h)) for h in hs]                   # as printed: values that print alike tie
-        weak = min(range(len(hs)), key=bleu.__getitem__) if bleu.count(min(bleu)) == 1 else None
-        rows += [[n if z == 0 else "", z, f"{bleu[z]}" + (" (weakest)" if z == weak else ""), h or "(empty)"]
-                 for z, h in enumerate(hs)]
-        rows[-len(hs)][0] = f"{n} ({len(set(hs))} distinct string{'s' * (len(set(hs)) != 1)})"
-    return table(rows, ["model", "z", "BLEU", "hypothesis"])
-
-
 def shared_words(hyps: list[str], refs) -> str:
     """The words in every hypothesis that are not in every reference, in order ("none" if none)."""
     common = lambda ss: [w for w in dict.fromkeys(_words(ss[0])) if all(w in _words(s) for s in ss)]

@@ -7,7 +7,7 @@ import itertools
 import torch
 import numpy as np
 
-from .analysis import degeneracy, latents_used, matched_accuracy, one_reference, per_latent_bleu_one_ref, seed_label
+from .analysis import degeneracy, latents_used, second_share, matched_accuracy, one_reference, per_latent_bleu_one_ref, seed_label
 from ..data.batching import pad_batch
 from ..decode import decode, token_ids
 from ..metrics import diversity_report, pairwise_bleu, sentence_bleu
@@ -176,7 +176,7 @@ def second_usage_share(usage, seed: int = 0):
     second = sorted(range(len(usage)), key=lambda z: usage[z], reverse=True)[1]
     indicator = np.zeros(n)
     indicator[:round(usage[second])] = 1.0            # the order of the sentences does not matter to a resample
-    return Resampled(usage[second] / sum(usage), Resamples(n, seed=seed).mean(indicator))
+    return Resampled(second_share(usage), Resamples(n, seed=seed).mean(indicator))
 
 
 def converged(history, tolerance: float = CONVERGED_DROP) -> bool:

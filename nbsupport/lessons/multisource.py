@@ -531,16 +531,11 @@ def gloss(data: MultiSourceData, lang: str) -> dict:
     return g | {w: "/".join(n for n, x in zip(syn.NOUNS, lex.noun) if x == w) for w in lex.noun}
 
 
-def _test_maps(model, data, system, index):
-    s = data.corpus.test
-    return attention_maps_of(model, data, system, {l: s.sources[l][index] for l in data.langs(system)})
-
-
 def attention_figure(model: MultiSourceLSTM, data: MultiSourceData, system: str, index: int = 0):
     """Figure 5 for test sentence ``index``: one heat map of a_t(s) per source, stacked, its words written
     level with their English gloss below, each row's total weight on the right, colour bars, and the
     output and reference in the title."""
-    maps = _test_maps(model, data, system, index)
+    maps = attention_maps(model, data, system, index)
     n_out = len(maps["output"])
     fig, axes = plt.subplots(len(maps["sources"]), 1, figsize=(8.5, len(maps["sources"]) * (1.3 + 0.27 * n_out)),
                              squeeze=False)
@@ -588,7 +583,7 @@ def noun_attention_shares(model: MultiSourceLSTM, data: MultiSourceData, system:
     lexicons = _lexicons(data)
     mass = {}
     for i in range(n):
-        maps = _test_maps(model, data, system, i)
+        maps = attention_maps(model, data, system, i)
         for src in maps["sources"]:
             m = mass.setdefault(_role_of(data)[src["lang"]], [0.0, 0.0, 0.0, 0])   # on its word, on </s>, all, rows
             for tok, row in zip(maps["output"], src["weights"]):
