@@ -19,7 +19,8 @@ def test_every_profile_holds_typed_blocks(name):
 def test_optional_settings_left_at_none_are_absent_and_a_misspelt_one_is_named():
     ci, lab = nbs.profile("ci"), nbs.profile("lab")
     assert "model" not in ci.compare and ci.compare.get("model") is None and lab.compare.model["d_model"] == 64
-    assert lab.ibm["nmt_train"] == 5000 and nbs.profile("full").ibm["nmt_train"] is None      # None: a setting ("all")
+    assert lab.ibm["nmt_train"] == 5000 and nbs.profile("full").curse["bible_epochs"] == 4
+    assert lab.curse.bible_epochs is None and "bible_epochs" not in lab.curse                 # None: absent
     with pytest.raises(KeyError, match="no setting 'test_sentence'; its settings: styles, toy_train"):
         lab.mixture["test_sentence"]
     with pytest.raises(TypeError):

@@ -1,6 +1,7 @@
 """The full-size smoke run's caps (NBS_MAX_STEPS, NBS_SMOKE) and the GPU-time projection: the caps
 reach the engine as plain settings (TrainConfig.max_steps, the profile), the ledger through the
 training loop's callbacks, all of it applied by nbs.start (nbsupport.harness.run)."""
+import json
 import math
 from dataclasses import replace
 
@@ -116,14 +117,14 @@ def test_smoke_profile_caps_evaluation_only(monkeypatch):
     # divided by 25, rounded up, at least 2: computed by hand from the full profile's sizes
     assert s.bible_test == 20 and s.toy_test == 8                       # 497 / 25, 200 / 25
     assert full.bible_dev is None and s.bible_dev == 10                 # 243 / 25: validation after each epoch
-    assert s.curse["sentences"] == 8 and s.curse["exact_sentences"] == 2 and s.curse["exact_budget"] == 200
+    assert s.curse["sentences"] == 4 and s.curse["exact_sentences"] == 2 and s.curse["exact_budget"] == 200
     assert s.ibm["exact_budget"] == 200 and s.mixture["test_sentences"] == 4 and s.mixture["flip_sentences"] == 11
     for same in ("bible_model", "bible_training", "toy_model", "toy_training", "spm_vocab", "spm_sentences",
                  "bible_train", "toy_train", "uses_bible_training", "multi_source"):
         assert getattr(s, same) == getattr(full, same), same
     assert s.curse["beams"] == full.curse["beams"] and max(s.curse["beams"]) == 128
     assert s.mixture["seeds"] == full.mixture["seeds"] and s.ibm["gammas"] == full.ibm["gammas"]
-    assert full.ibm["nmt_train"] is None and s.ibm["nmt_train"] == smoke.SMOKE_IBM_NMT_TRAIN   # sampling: CPU work
+    assert full.ibm["nmt_train"] == 5000 and s.ibm["nmt_train"] == smoke.SMOKE_IBM_NMT_TRAIN   # sampling: CPU work
 
 
 def test_forward_flops_per_token_by_hand():
@@ -237,3 +238,30 @@ def test_ledger_and_inference_counter(tmp_path):
     finally:
         smoke.uninstall_ledger()
     assert smoke.record_training not in pipeline.CALLBACKS.on_model and smoke._state["hook"] is None
+
+
+def test_training_phases_are_timed_in_the_ledger(tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    smoke.install_ledger(ledger)
+    try:
+        train_or_load("m", tiny_config(), TrainConfig(epochs=1, max_tokens=30, warmup=5), {"d": 3}, tiny_data(),
+                      tiny_data(6, 1), "cpu", progress=False)
+        with smoke.training_phase():
+            with smoke.training_phase():                 # nested (stacked training): one phase, the outer one
+                pass
+    finally:
+        smoke.uninstall_ledger()
+    lines = [json.loads(x) for x in ledger.read_text().splitlines()]
+    assert [next(iter(x)) for x in lines] == ["model", "phase", "phase"]
+    assert all(x["phase"]["seconds"] >= 0 for x in lines[1:])
+
+
+def test_measured_projection_by_hand():
+    lines = [{"model": {"name": "a", "steps": 1000}}, {"phase": {"seconds": 2.0}},         # 100 of 1000 steps
+             {"model": {"name": "b", "steps": 50}}, {"model": {"name": "c", "steps": 300}},
+             {"phase": {"seconds": 3.0}}]                                                # 50 + 100 of 350 steps
+    p = smoke.measured_projection(lines, wall_s=65.0, max_steps=100)
+    assert [ph["models"] for ph in p["phases"]] == [["a"], ["b", "c"]]
+    assert p["training_measured_s"] == 5.0 and p["outside_training_s"] == 60.0
+    assert p["training_projected_s"] == pytest.approx(20.0 + 3.0 * 350 / 150)
+    assert p["projected_min"] == pytest.approx((60.0 + 20.0 + 7.0) / 60)

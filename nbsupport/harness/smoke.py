@@ -210,12 +210,21 @@ def record_host(what: str, seconds: float, done: int, full: int, task: str | Non
 @contextlib.contextmanager
 def training_phase():
     """Forward passes inside it (training, the E-step, validation) are projected from the
-    ledger, not counted as inference."""
+    ledger, not counted as inference. Its measured wall time is appended to the ledger as a
+    ``phase`` record, after the records of the models it trains (:func:`measured_projection`)."""
     _state["training"] += 1
+    t0 = time.perf_counter()
     try:
         yield
     finally:
         _state["training"] -= 1
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()         # the phase's kernels finished, not only launched
+        path = _ledger()
+        if path is not None and _state["training"] == 0:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as f:
+                f.write(json.dumps({"phase": {"seconds": time.perf_counter() - t0}}) + "\n")
 
 
 def _linear_flops(module: nn.Module, inputs) -> float:
@@ -305,6 +314,31 @@ def projection(records: list[dict], inference_flops: float, host: list[dict] = (
             "train_min": train_s / 60, "decode_min": decode_s / 60, "gpu_min": (train_s + decode_s) / 60,
             "host_min": host_s / 60, "total_min": total_min, "budget_min": BUDGET_MIN,
             "within_budget": total_min <= BUDGET_MIN}
+
+
+def measured_projection(lines: list[dict], wall_s: float, max_steps: int) -> dict:
+    """A notebook's time at `full` from a run with every training capped at ``max_steps`` steps and
+    the evaluation at full size: the wall time outside training as measured, plus each training
+    phase's measured seconds scaled by the steps its models take uncapped over the steps they took
+    (``min(steps, max_steps)`` each). A phase's records are the model records written before it.
+    The capped epoch's validation is scaled with the steps, so the training part is an upper bound."""
+    phases, pending = [], []
+    for line in lines:
+        if "model" in line:
+            pending.append(line["model"])
+        elif "phase" in line:
+            full = sum(m.get("steps", 0) for m in pending)
+            done = sum(min(m.get("steps", 0), max_steps) for m in pending)
+            seconds = line["phase"]["seconds"]
+            phases.append({"models": [m["name"] for m in pending], "seconds": seconds, "steps_done": done,
+                           "steps_full": full, "projected_s": seconds * full / done if done else seconds})
+            pending = []
+    measured = sum(p["seconds"] for p in phases)
+    projected = sum(p["projected_s"] for p in phases)
+    outside = wall_s - measured
+    return {"wall_s": wall_s, "training_measured_s": measured, "outside_training_s": outside,
+            "training_projected_s": projected, "projected_min": (outside + projected) / 60,
+            "phases": phases}
 
 
 def read_ledger(path: Path) -> tuple[list[dict], float, list[dict]]:

@@ -1,0 +1,121 @@
+"""The `full` profile measured on one GPU: notebooks side by side, training capped, evaluation at full size.
+
+    python benchmarks/gpu_full.py --max-steps 100 --timeout-s 430 --out DIR 01 06 07 08
+
+Each notebook runs at ``full`` from its own empty model cache with ``NBS_MAX_STEPS`` (every model
+stops after that many optimiser steps) and a ledger (``NBS_LEDGER``), but without ``NBS_SMOKE``: the
+Bible, the models, the beams, the exact searches and the IBM-3 corpora are full size. Its time at
+``full`` is then measured, not assumed: the wall time outside training as it ran, plus each training
+phase's seconds scaled to its models' uncapped steps (``nbsupport.harness.smoke.measured_projection``).
+A notebook that runs out of time still gives its cells' durations (papermill saves after each cell)
+and the phases it reached. Side by side on one GPU each time is an upper bound on its time alone.
+Writes ``DIR/full.json`` and ``DIR/full.md``; ``--also CMD`` runs one more command beside them.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from nbsupport.harness.smoke import measured_projection  # noqa: E402
+
+
+def run_notebook(path: Path, out: Path, max_steps: int | None, timeout: float, threads: int) -> dict:
+    """One notebook at full; ``max_steps`` None: uncapped, end to end (its wall time is its time at full)."""
+    build, ledger = out / "build" / path.stem, out / f"{path.stem}.ledger.jsonl"
+    env = {**os.environ, "NBS_BUILD": str(build), "NBS_LEDGER": str(ledger), "NBS_THREADS": str(threads)}
+    env.pop("NBS_SMOKE", None)
+    env.pop("NBS_MAX_STEPS", None)
+    if max_steps is not None:
+        env["NBS_MAX_STEPS"] = str(max_steps)
+    t0 = time.perf_counter()
+    with (out / f"{path.stem}.log").open("w") as log:
+        try:
+            rc = subprocess.run([sys.executable, "-m", "nbsupport.harness.run_notebooks", "--profile", "full", str(path)],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    wall = time.perf_counter() - t0
+    lines = [json.loads(x) for x in ledger.read_text().splitlines() if x.strip()] if ledger.exists() else []
+    return {"rc": rc, "finished": rc == 0, "capped": max_steps is not None,
+            **measured_projection(lines, wall, max_steps or 10**12), "cells": cell_times(build, path)}
+
+
+def cell_times(build: Path, path: Path) -> list[dict]:
+    """Each executed cell's seconds (papermill's metadata) and its first line, longest first."""
+    executed = next(iter(sorted(build.rglob(path.name))), None)
+    if executed is None:
+        return []
+    cells = json.loads(executed.read_text())["cells"]
+    rows = [{"cell": i, "seconds": round(c["metadata"].get("papermill", {}).get("duration") or 0.0, 1),
+             "first_line": rows_first(c)}
+            for i, c in enumerate(cells) if c["cell_type"] == "code"]
+    running = [i for i, c in enumerate(cells) if c["metadata"].get("papermill", {}).get("status") == "running"]
+    rows = sorted(rows, key=lambda r: -r["seconds"])[:12]
+    return rows + [{"cell": i, "seconds": None, "first_line": "(running when stopped) " + rows_first(cells[i])}
+                   for i in running]
+
+
+def rows_first(cell: dict) -> str:
+    text = "".join(cell["source"]).strip()
+    return text.splitlines()[0][:90] if text else ""
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("lessons", nargs="+", help="lesson numbers, e.g. 01 06")
+    ap.add_argument("--uncapped", nargs="*", default=[], help="of those, the lessons run end to end, training uncapped")
+    ap.add_argument("--max-steps", type=int, default=100)
+    ap.add_argument("--timeout-s", type=float, default=430)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--also", default=None, help="one more shell command run beside the notebooks (its log: also.log)")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for nn in args.lessons:
+        found = sorted((ROOT / "notebooks").glob(f"{nn}_*.ipynb"))
+        if len(found) != 1:
+            ap.error(f"no single lesson numbered {nn!r} in notebooks/")
+        paths.append(found[0])
+    streams = len(paths) + bool(args.also)
+    threads = max(1, (os.cpu_count() or 1) // streams)
+    with concurrent.futures.ThreadPoolExecutor(streams) as pool:
+        jobs = {p.stem: pool.submit(run_notebook, p, out, None if p.name[:2] in args.uncapped else args.max_steps,
+                                    args.timeout_s, threads) for p in paths}
+        if args.also:
+            def also():
+                t0 = time.perf_counter()
+                with (out / "also.log").open("w") as log:
+                    try:
+                        rc = subprocess.run(args.also, shell=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                            timeout=args.timeout_s, env={**os.environ, "NBS_THREADS": str(threads)}).returncode
+                    except subprocess.TimeoutExpired:
+                        rc = 124
+                return {"command": args.also, "rc": rc, "wall_s": round(time.perf_counter() - t0, 1)}
+            also_job = pool.submit(also)
+        rows = {name: job.result() for name, job in jobs.items()}
+    report = {"max_steps": args.max_steps, "timeout_s": args.timeout_s, "streams": streams, "threads": threads,
+              "notebooks": rows, **({"also": also_job.result()} if args.also else {})}
+    (out / "full.json").write_text(json.dumps(report, indent=1))
+    lines = [f"`full`, training capped at {args.max_steps} steps a model (uncapped: {', '.join(args.uncapped) or 'none'}), "
+             f"evaluation full size, {streams} side by side",
+             "", "| notebook | finished | wall s | training measured s | outside training s | projected min at full |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {n} | {'yes' if r['finished'] else 'no (rc ' + str(r['rc']) + ')'} | {r['wall_s']:.0f} | "
+              f"{r['training_measured_s']:.0f} | {r['outside_training_s']:.0f} | "
+              f"{r['projected_min']:.1f}{'' if r['finished'] else ' (so far)'} |" for n, r in rows.items()]
+    (out / "full.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
