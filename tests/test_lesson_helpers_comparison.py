@@ -14,6 +14,14 @@ def test_shared_words():
     assert c.shared_words(["a b", "c d"], ["a"]) == "none"
 
 
+def test_shown():
+    long = "a b c d e f g h i j k l m n"
+    hs = [long, long + " again", long, "x y z w v u t s r q p o n m"]
+    assert [c.shown(h, hs, k) for k, h in enumerate(hs)] == [long, "1 +again", "= 1", "x y z w v… q p o n m"]
+    assert c.shown(long, [long, "short one"], 0) == "a b c d e… j k l m n"      # no near-copy follows: cut
+    assert c.shown("a c.", ["a b.", "a c."], 1) == "1 +c −b"
+
+
 def test_frontier_and_above_frontier():
     R = {("a", 1): {"pairwise_bleu": rs(10, 10), "q": rs(50, 50)},
          ("a", 2): {"pairwise_bleu": rs(30, 30), "q": rs(70, 70)},
@@ -55,9 +63,11 @@ def test_grid_ends_and_tuning_reading():
     assert c.grid_ends(settings) == ["topk K=2 (largest)", "diverse_beam K=2 (smallest)"]
     human = {"multi_ref_bleu": 40.0, "pairwise_bleu": 30.0}
     above_less = {"multi_ref_bleu": 50.0, "pairwise_bleu": 35.0}
-    assert "so d picks the most diverse" in c.tuning_reading({"topk.K2": [above_less]}, human)
-    assert "not every" in c.tuning_reading({"topk.K2": [above_less, {"multi_ref_bleu": 50.0, "pairwise_bleu": 20.0}]}, human)
-    assert "so d picks" in c.tuning_reading({"topk.K2": [above_less], "diverse_beam.K2": [{"multi_ref_bleu": 0, "pairwise_bleu": 0}]}, human)
+    assert c.tuning_reading({"topk.K2": [above_less]}, human).endswith("most diverse setting)")
+    wide = c.tuning_reading({"topk.K2": [above_less, {"multi_ref_bleu": 50.0, "pairwise_bleu": 20.0}]}, human)
+    assert wide == "settings tried: 2; below the dev human point's quality: 0; more diverse than it: 1"
+    low = c.tuning_reading({"topk.K2": [above_less], "diverse_beam.K2": [{"multi_ref_bleu": 0, "pairwise_bleu": 90}]}, human)
+    assert low == "settings tried: 2; below the dev human point's quality: 1; more diverse than it: 0"
 
 
 def test_inside_purity_table_and_figure():
