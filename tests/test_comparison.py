@@ -285,3 +285,9 @@ def test_styles_owned_counts_each_majority_label_once():
     assert styles_owned(one_each) == 3 and styles_owned(shared) == 2
     assert styles_owned([[0, 0, 0], [5, 1, 0], [0, 0, 4]]) == 2   # a value with no hypotheses owns nothing
     assert purity(shared) > 0.8                         # what purity cannot tell
+
+
+def test_error_bars_by_hand():
+    from nbsupport.stats import Interval
+    from nbsupport.views.plots import error_bars
+    assert error_bars([Interval(5.0, 4.0, 7.5), Interval(2.0, 2.5, 3.0)]) == [[1.0, 0.0], [2.5, 1.0]]   # never negative

@@ -21,6 +21,7 @@ from ..decode import decode
 from ..models.transformer import shift_right
 from ..stats import Resampled
 from ..views.live import compare_table
+from ..views.plots import error_bars
 
 
 def latent_label_confusion(hyps: Sequence[Sequence[str]], refs, labels, n_labels: int, seed: int = 0):
@@ -363,7 +364,7 @@ def diagnosis_figure(table: dict, order: Sequence[str]):
     ax.text(0.15, 93.5, "D2: every expert writes the same", ha="center", va="center", fontsize=8)
     for i, (name, marker) in enumerate(zip(order, "o^svDP")):
         e, pw = table[name], table[name]["intervals"]["pairwise_bleu"]
-        ax.errorbar(second_share(e["usage"]), pw.estimate, yerr=[[pw.estimate - pw.ci_low], [pw.ci_high - pw.estimate]],
+        ax.errorbar(second_share(e["usage"]), pw.estimate, yerr=error_bars([pw]),
                     capsize=3, marker=marker, ms=15 - 1.5 * i, mfc="none", mew=1.5, color=colour[e["label"]],
                     linestyle="none", label=f"{name}: {e['label']}")
     ax.set(xlim=(-0.03, 0.5), ylim=(-4, 103), xlabel="share of the training pairs given to the second-busiest expert",

@@ -26,7 +26,7 @@ from ..stats import Resampled
 from .analysis import latents_used
 from .mixture_runs import train_variant, train_vnmt
 from ..views.live import compare_table, page, source_ids
-from ..views.plots import label_points
+from ..views.plots import error_bars, label_points
 from ..views.tables import table
 
 # registry method names, in the order of the tables (decoding methods on the baseline first)
@@ -352,7 +352,6 @@ def plane_figure(R: dict, human: dict, decoding, latent, ks, quality: str = "mul
     colour = dict(zip(COMPARED, ["C0", "C1", "C2", "C4", "C5", "C6", "C8", "C9", "k", "navy"]))   # no red, no grey
     shown = [n for n in ("sampling", "beam", "diverse_beam") if n in decoding]
     best = frontier(R, shown, ks, quality)
-    err = lambda ivs: [[max(0, v.estimate - v.ci_low) for v in ivs], [max(0, v.ci_high - v.estimate) for v in ivs]]
     labels = {ax: [] for ax in axes}
     for ax, (title, names) in zip(axes, (("decoding methods (one baseline)", shown),
                                          ("latent models", sorted(latent, key=lambda n: n == "hard_moe")))):
@@ -360,8 +359,8 @@ def plane_figure(R: dict, human: dict, decoding, latent, ks, quality: str = "mul
             ax.plot(*zip(*best), color="0.7", ls="--", lw=2, zorder=1, label="decoding methods' best, any K")
         for n in names:
             ivs = [(R[n, k]["pairwise_bleu"].interval(), R[n, k][quality].interval()) for k in ks]
-            ax.errorbar([a.estimate for a, _ in ivs], [b.estimate for _, b in ivs], xerr=err([a for a, _ in ivs]),
-                        yerr=err([b for _, b in ivs]), lw=1, capsize=2, color=colour[n], marker="o", ms=5,
+            ax.errorbar([a.estimate for a, _ in ivs], [b.estimate for _, b in ivs], xerr=error_bars([a for a, _ in ivs]),
+                        yerr=error_bars([b for _, b in ivs]), lw=1, capsize=2, color=colour[n], marker="o", ms=5,
                         label=f"{n} ({TAGS.get(n, n)})", zorder=3 + (n == "hard_moe"))
             labels[ax] += [(a.estimate, b.estimate, f"{TAGS.get(n, n)}{k}", colour[n], (a.ci_low, a.ci_high, b.ci_low, b.ci_high))
                            for k, (a, b) in zip(ks, ivs)]

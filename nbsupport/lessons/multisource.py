@@ -29,6 +29,7 @@ from ..train import Encoded, TrainConfig, _autocast, evaluate_loss
 from ..data import synthetic as syn
 from ..stats import Resampled, corpus_stats
 from ..views.live import composed_view, heat_table, source_ids
+from ..views.plots import error_bars
 from ..views.tables import table
 from ..views.widgets import escape, explore
 
@@ -492,8 +493,7 @@ def merged_nouns_figure(data: MultiSourceData, intervals: dict):
     names = list(intervals)
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
     ax.barh(names, [intervals[n].estimate for n in names], color="steelblue", capsize=3,
-            xerr=[[intervals[n].estimate - intervals[n].ci_low for n in names],
-                  [intervals[n].ci_high - intervals[n].estimate for n in names]])
+            xerr=error_bars([intervals[n] for n in names]))
     ax.scatter([expected_merged_share(data, n) for n in names], names, marker="|", s=500, lw=2.5, color="crimson",
                zorder=3, label="best expected share its sources allow (section 1)")
     ax.invert_yaxis()

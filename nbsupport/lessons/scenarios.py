@@ -9,7 +9,7 @@ import numpy as np
 from ..metrics import _check, human_scores, sentence_bleu
 from .. import data
 from ..data import bible
-from ..views.plots import plt, quality_diversity, stars_and_dots
+from ..views.plots import error_bars, plt, quality_diversity, stars_and_dots
 from ..views.tables import dict_table, table
 
 DAMAGE = 0.5      # scenario A: the share of a reference's words replaced
@@ -228,13 +228,12 @@ def fig1_quality_diversity(resampled: dict, human: dict, caption: str):
     """The four scenarios (one colour each, 95% intervals as error bars) and the human star (its interval in
     crimson) in the plane of pairwise BLEU and average oracle BLEU; the caption ends with the widest interval."""
     fig, ax = plt.subplots(figsize=(7.5, 5.5))
-    bars = lambda i: [[i.estimate - i.ci_low], [i.ci_high - i.estimate]]
     for (s, rs), colour in zip(resampled.items(), ("C0", "C1", "C2", "C4")):      # no red: the human star is red
         x, y = rs["pairwise_bleu"].interval(), rs["avg_oracle_bleu"].interval()
-        ax.errorbar(x.estimate, y.estimate, xerr=bars(x), yerr=bars(y), fmt="o", ms=8, capsize=3, color=colour,
+        ax.errorbar(x.estimate, y.estimate, xerr=error_bars([x]), yerr=error_bars([y]), fmt="o", ms=8, capsize=3, color=colour,
                     label=f"{s}: {SHORT.get(s, s)}")
     x, y = human["pairwise_bleu"].interval(), human["avg_oracle_bleu"].interval()
-    ax.errorbar(x.estimate, y.estimate, xerr=bars(x), yerr=bars(y), fmt="none", ecolor="crimson", capsize=3)
+    ax.errorbar(x.estimate, y.estimate, xerr=error_bars([x]), yerr=error_bars([y]), fmt="none", ecolor="crimson", capsize=3)
     w = widest(*resampled.values(), human)
     size = ", about a marker's width" if w < 2.5 else ""       # a marker spans about 2 BLEU here
     return quality_diversity({}, human=(x.estimate, y.estimate), ax=ax,

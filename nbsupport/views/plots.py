@@ -15,6 +15,12 @@ def _caption(fig, caption: str | None):
     return fig
 
 
+def error_bars(intervals) -> list[list[float]]:
+    """matplotlib's ``xerr``/``yerr`` for estimates with 95% intervals (objects with estimate, ci_low,
+    ci_high): [[below...], [above...]], never negative (a percentile interval may sit beside its estimate)."""
+    return [[max(0.0, i.estimate - i.ci_low) for i in intervals], [max(0.0, i.ci_high - i.estimate) for i in intervals]]
+
+
 def quality_diversity(points: Mapping[str, tuple[float, float]], human: tuple[float, float] | None = None,
                       quality_label: str = "average oracle BLEU (quality)",
                       caption: str | None = None, ax=None, *, groups: Mapping[str, str] | None = None,
