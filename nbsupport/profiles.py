@@ -287,7 +287,7 @@ PROFILES = {
     "full": Profile("full", 900, toy_train=20000, toy_test=200, bible_test=None, spm_vocab=8000,
                     spm_sentences=None, uses_bible_training=True,
                     toy_model=_TOY_LAB_MODEL, toy_training=_TOY_LAB_TRAINING,
-                    # one GPU; not yet timed on one (see the notebooks' notes)
+                    # one GPU, 15 minutes a notebook (benchmarks/gpu-h100/, benchmarks/gpu-nvidia-h200/)
                     bible_model=dict(d_model=256, n_heads=4, d_ff=1024, enc_layers=3, dec_layers=3,
                                      dropout=0.1, max_len=320),
                     bible_training=dict(epochs=8, max_tokens=12000, lr=7e-4, warmup=1000,
