@@ -29,8 +29,8 @@ from .train import Encoded, TrainConfig, train
 class Callbacks:
     """What code outside the training loop may watch or provide, without the loop knowing it (a ledger of
     the models a run used, say): ``on_model(name, model, train_cfg, train_data, valid_data)`` is called
-    for every model :func:`train_or_load` trains or loads; each of ``training`` is a function
-    returning a context manager entered around every training run; each of ``on_host(what, seconds,
+    for every model :func:`train_or_load` trains or loads; each of ``training(names)`` returns a
+    context manager entered around every training run (``names``: the models it trains, one per model); each of ``on_host(what, seconds,
     done, full, task)`` hears of host work a GPU does not speed up (sampling a synthetic corpus);
     ``parallel``, when set, trains several uncached models at once: ``parallel(fn, jobs, device, what)``
     runs ``fn(*job)`` for every job and returns False when the caller must train them itself (the
@@ -88,7 +88,7 @@ def train_or_load(name: str, model_cfg, train_cfg: TrainConfig, data_key: dict, 
         usage = lambda: [LatentUsage(fresh.config.n_latent, train_data.labels)]
         with contextlib.ExitStack() as watched:
             for context in CALLBACKS.training:
-                watched.enter_context(context())
+                watched.enter_context(context([name]))
             history = train(fresh, train_data, valid_data, train_cfg, device, partial, progress, watchers=usage)
         return fresh, history
 
@@ -229,7 +229,7 @@ def train_seeds_together(jobs: list[tuple[Task, dict]], device) -> list[str]:
                 on_model(name, model, tc, task.train, task.valid)
         with contextlib.ExitStack() as watched:
             for context in CALLBACKS.training:
-                watched.enter_context(context())
+                watched.enter_context(context([name] * len(models)))
             histories = train_together(models, task.train, task.valid, cfgs, device,
                                        watchers=lambda i: [LatentUsage(models[i].config.n_latent, task.train.labels)])
         for model, history, (mc, tc) in zip(models, histories, configs):

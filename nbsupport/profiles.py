@@ -57,7 +57,7 @@ class CurseSettings(Settings):
     exact_batch: int
     speed_sentences: int
     model: dict = field(default_factory=dict)   # TransformerConfig sizes over the toy's
-    bible_epochs: int | None = None             # the Bible models' epochs (None: the Bible's training)
+    bible_epochs: int | None = None             # the Bible models' epochs (read at `full` only, the one profile with the Bible)
 
 
 @dataclass(frozen=True)

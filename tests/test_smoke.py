@@ -253,7 +253,7 @@ def test_training_phases_are_timed_in_the_ledger(tmp_path):
         smoke.uninstall_ledger()
     lines = [json.loads(x) for x in ledger.read_text().splitlines()]
     assert [next(iter(x)) for x in lines] == ["model", "phase", "phase"]
-    assert all(x["phase"]["seconds"] >= 0 for x in lines[1:])
+    assert all(x["phase"]["seconds"] >= 0 for x in lines[1:]) and lines[1]["phase"]["models"] == ["m"]
 
 
 def test_measured_projection_by_hand():
@@ -265,3 +265,8 @@ def test_measured_projection_by_hand():
     assert p["training_measured_s"] == 5.0 and p["outside_training_s"] == 60.0
     assert p["training_projected_s"] == pytest.approx(20.0 + 3.0 * 350 / 150)
     assert p["projected_min"] == pytest.approx((60.0 + 20.0 + 7.0) / 60)
+    # a model loaded from the cache has a record and no phase: a named phase leaves it out
+    named = [{"model": {"name": "cached", "steps": 3000}}, {"model": {"name": "s", "steps": 300}},
+             {"model": {"name": "s", "steps": 300}}, {"phase": {"seconds": 2.0, "models": ["s", "s"]}}]
+    ph = smoke.measured_projection(named, wall_s=10.0, max_steps=100)["phases"]
+    assert ph[0]["models"] == ["s", "s"] and ph[0]["projected_s"] == pytest.approx(2.0 * 600 / 200)

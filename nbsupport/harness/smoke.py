@@ -208,10 +208,11 @@ def record_host(what: str, seconds: float, done: int, full: int, task: str | Non
 
 
 @contextlib.contextmanager
-def training_phase():
+def training_phase(names=()):
     """Forward passes inside it (training, the E-step, validation) are projected from the
     ledger, not counted as inference. Its measured wall time is appended to the ledger as a
-    ``phase`` record, after the records of the models it trains (:func:`measured_projection`)."""
+    ``phase`` record naming the models it trains (``names``), after their model records
+    (:func:`measured_projection`)."""
     _state["training"] += 1
     t0 = time.perf_counter()
     try:
@@ -224,7 +225,7 @@ def training_phase():
         if path is not None and _state["training"] == 0:
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("a") as f:
-                f.write(json.dumps({"phase": {"seconds": time.perf_counter() - t0}}) + "\n")
+                f.write(json.dumps({"phase": {"seconds": time.perf_counter() - t0, "models": list(names)}}) + "\n")
 
 
 def _linear_flops(module: nn.Module, inputs) -> float:
@@ -320,13 +321,17 @@ def measured_projection(lines: list[dict], wall_s: float, max_steps: int) -> dic
     """A notebook's time at `full` from a run with every training capped at ``max_steps`` steps and
     the evaluation at full size: the wall time outside training as measured, plus each training
     phase's measured seconds scaled by the steps its models take uncapped over the steps they took
-    (``min(steps, max_steps)`` each). A phase's records are the model records written before it.
-    The capped epoch's validation is scaled with the steps, so the training part is an upper bound."""
+    (``min(steps, max_steps)`` each). A phase's models are the latest records written before it under
+    the names it gives (a model loaded from the cache has a record and no phase); a phase naming none
+    takes every record since the last phase. The capped epoch's validation is scaled with the steps."""
     phases, pending = [], []
     for line in lines:
         if "model" in line:
             pending.append(line["model"])
         elif "phase" in line:
+            left = list(pending)
+            if line["phase"].get("models"):      # each name's latest record (stacked seeds share a name)
+                pending = [left.pop(max(i for i, m in enumerate(left) if m["name"] == n)) for n in line["phase"]["models"]]
             full = sum(m.get("steps", 0) for m in pending)
             done = sum(min(m.get("steps", 0), max_steps) for m in pending)
             seconds = line["phase"]["seconds"]

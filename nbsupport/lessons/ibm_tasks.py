@@ -8,6 +8,7 @@ and every synthetic corpus are cached, keyed by what determines them.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -108,7 +109,8 @@ def synthetic_task(cfg: Profile | str, base, gamma: float, seed: int = 0) -> Tas
     t0 = time.perf_counter()
     syn = sample_corpus(ibm.Sampler(model), sources, gamma, cfg.ibm["test_refs"], seed, key["dataset"], key)
     host_work(f"IBM-3 sampling, {key['dataset']}, gamma {gamma}", time.perf_counter() - t0,
-                      done=len(sources["train"]), full=len(corpus.train.src), task=f"ibm3-{key['dataset']}-g{gamma}")
+                      done=len(sources["train"]), full=min(len(corpus.train.src), profile(cfg.name).ibm["nmt_train"] or math.inf),
+                      task=f"ibm3-{key['dataset']}-g{gamma}")     # full: the sources the unsmoked profile samples
     src_vocab = WordVocab.build(syn.train.src)
     tgt_vocab = WordVocab.build(r for rs in syn.train.refs for r in rs)
     task_key = {"dataset": syn.name, "base": key, "gamma": gamma, "seed": seed, "train_sources": len(syn.train)}
