@@ -63,7 +63,7 @@ def test_grid_ends_and_tuning_reading():
     assert c.grid_ends(settings) == ["topk K=2 (largest)", "diverse_beam K=2 (smallest)"]
     human = {"multi_ref_bleu": 40.0, "pairwise_bleu": 30.0}
     above_less = {"multi_ref_bleu": 50.0, "pairwise_bleu": 35.0}
-    assert c.tuning_reading({"topk.K2": [above_less]}, human).endswith("most diverse setting)")
+    assert c.tuning_reading({"topk.K2": [above_less]}, human).endswith("lowest pairwise BLEU, not always diverse beam's largest strength)")
     wide = c.tuning_reading({"topk.K2": [above_less, {"multi_ref_bleu": 50.0, "pairwise_bleu": 20.0}]}, human)
     assert wide == "settings tried: 2; below the dev human point's quality: 0; more diverse than it: 1"
     low = c.tuning_reading({"topk.K2": [above_less], "diverse_beam.K2": [{"multi_ref_bleu": 0, "pairwise_bleu": 90}]}, human)

@@ -318,11 +318,12 @@ def grid_ends(settings: dict) -> list[str]:
 def tuning_reading(tuning: dict, human: dict, quality: str = "multi_ref_bleu") -> str:
     """How many of the settings tried on the dev set ({"name.K": [scores]}) fell below the dev references'
     quality (d's quality floor) and how many were more diverse than them; with none of either, d is the
-    pairwise-BLEU gap alone and picks each method's most diverse setting."""
+    pairwise-BLEU gap alone and picks each method's setting with the lowest pairwise BLEU."""
     tried = [r for t in tuning.values() for r in t]
     low = sum(r[quality] < human[quality] for r in tried)
     wide = sum(r["pairwise_bleu"] < human["pairwise_bleu"] for r in tried)
-    why = " (the quality floor never applied: d picked each method's most diverse setting)" if tried and not low and not wide else ""
+    why = (" (the quality floor never applied: d picked each method's setting with the lowest pairwise BLEU,"
+           " not always diverse beam's largest strength)") if tried and not low and not wide else ""
     return f"settings tried: {len(tried)}; below the dev human point's quality: {low}; more diverse than it: {wide}{why}"
 
 
