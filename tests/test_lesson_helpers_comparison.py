@@ -17,8 +17,8 @@ def test_shared_words():
 def test_shown():
     long = "a b c d e f g h i j k l m n"
     hs = [long, long + " again", long, "x y z w v u t s r q p o n m"]
-    assert [c.shown(h, hs, k) for k, h in enumerate(hs)] == [long, "1 +again", "= 1", "x y z w v… q p o n m"]
-    assert c.shown(long, [long, "short one"], 0) == "a b c d e… j k l m n"      # no near-copy follows: cut
+    assert [c.shown(h, hs, k) for k, h in enumerate(hs)] == [long, "1 +again", "= 1", "x y z w v [cut] q p o n m"]
+    assert c.shown(long, [long, "short one"], 0) == "a b c d e [cut] j k l m n"      # no near-copy follows: cut
     assert c.shown("a c.", ["a b.", "a c."], 1) == "1 +c −b"
 
 

@@ -267,7 +267,7 @@ def references_of(test, sentence: str) -> list[str]:
 LABEL_MEANING = {"D1": "D1, one expert trained: the E-step sends (nearly) every sentence to one expert, "
                        "or the other experts' rows decode badly",
                  "D2": "D2, latent ignored: the experts write (nearly) the same sentence",
-                 "ok": "neither D1 nor D2: each expert writes its own good translation",
+                 "ok": "neither D1 nor D2: every expert used, each writing a good translation",
                  "mixed": "its seeds got different labels"}
 
 

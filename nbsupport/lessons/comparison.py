@@ -295,12 +295,12 @@ def shared_words(hyps: list[str], refs) -> str:
 def shown(h: str, hs: list[str], k: int) -> str:
     """Hypothesis ``h`` = ``hs[k]`` (one source's K hypotheses) as lesson 08's example table prints it: "= j" for a copy of
     hypothesis j; "1 +a −b" for a near-copy of hypothesis 1 (at most 3 words a added, b dropped); else the whole sentence if
-    it has at most 12 words, or is hypothesis 1 and a near-copy of it follows; else its first and last five words."""
+    it has at most 12 words, or is hypothesis 1 and a near-copy of it follows; else its first and last five words, joined by "[cut]"."""
     a, b = re.findall(r"\w+|[^\w\s]+", hs[0]), re.findall(r"\w+|[^\w\s]+", h)
     diff = [f"{s}{w}" for s, x, y in (("+", b, a), ("−", a, b)) for w in dict.fromkeys(x) for _ in range(x.count(w) - y.count(w))]
     return (f"= {hs.index(h) + 1}" if hs.index(h) < k else "1 " + " ".join(diff) if k and len(diff) <= 3
             else h if len(h.split()) <= 12 or k == 0 and any(shown(x, hs, j)[:2] == "1 " for j, x in enumerate(hs[1:], 1))
-            else " ".join(h.split()[:5]) + "… " + " ".join(h.split()[-5:]))
+            else " ".join(h.split()[:5]) + " [cut] " + " ".join(h.split()[-5:]))
 
 
 def _grid_end(n: str, setting: dict) -> str:
