@@ -17,35 +17,24 @@ import argparse
 import concurrent.futures
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from gpu_check import ROOT, run        # this folder's script: one subprocess, its log, its wall time, 124 when out of time
+
 sys.path.insert(0, str(ROOT))
-from nbsupport.harness.smoke import measured_projection  # noqa: E402
+from nbsupport.harness.smoke import ledger_lines, measured_projection  # noqa: E402
 
 
 def run_notebook(path: Path, out: Path, max_steps: int | None, timeout: float, threads: int) -> dict:
     """One notebook at full; ``max_steps`` None: uncapped, end to end (its wall time is its time at full)."""
     build, ledger = out / "build" / path.stem, out / f"{path.stem}.ledger.jsonl"
-    env = {**os.environ, "NBS_BUILD": str(build), "NBS_LEDGER": str(ledger), "NBS_THREADS": str(threads)}
-    env.pop("NBS_SMOKE", None)
-    env.pop("NBS_MAX_STEPS", None)
-    if max_steps is not None:
-        env["NBS_MAX_STEPS"] = str(max_steps)
-    t0 = time.perf_counter()
-    with (out / f"{path.stem}.log").open("w") as log:
-        try:
-            rc = subprocess.run([sys.executable, "-m", "nbsupport.harness.run_notebooks", "--profile", "full", str(path)],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout).returncode
-        except subprocess.TimeoutExpired:
-            rc = 124
-    wall = time.perf_counter() - t0
-    lines = [json.loads(x) for x in ledger.read_text().splitlines() if x.strip()] if ledger.exists() else []
-    return {"rc": rc, "finished": rc == 0, "capped": max_steps is not None,
-            **measured_projection(lines, wall, max_steps or 10**12), "cells": cell_times(build, path)}
+    env = {"NBS_BUILD": str(build), "NBS_LEDGER": str(ledger), "NBS_THREADS": str(threads),
+           **({"NBS_MAX_STEPS": str(max_steps)} if max_steps is not None else {})}
+    r = run([sys.executable, "-m", "nbsupport.harness.run_notebooks", "--profile", "full", str(path)],
+            out / f"{path.stem}.log", timeout, env)
+    return {"rc": r["rc"], "finished": r["rc"] == 0, "capped": max_steps is not None,
+            **measured_projection(ledger_lines(ledger), r["wall_s"], max_steps), "cells": cell_times(build, path)}
 
 
 def cell_times(build: Path, path: Path) -> list[dict]:
@@ -77,6 +66,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--also", default=None, help="one more shell command run beside the notebooks (its log: also.log)")
     args = ap.parse_args(argv)
+    for cap in ("NBS_SMOKE", "NBS_MAX_STEPS"):      # evaluation at full size; the cap only where asked for, per notebook
+        os.environ.pop(cap, None)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -91,16 +82,7 @@ def main(argv=None) -> int:
         jobs = {p.stem: pool.submit(run_notebook, p, out, None if p.name[:2] in args.uncapped else args.max_steps,
                                     args.timeout_s, threads) for p in paths}
         if args.also:
-            def also():
-                t0 = time.perf_counter()
-                with (out / "also.log").open("w") as log:
-                    try:
-                        rc = subprocess.run(args.also, shell=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                            timeout=args.timeout_s, env={**os.environ, "NBS_THREADS": str(threads)}).returncode
-                    except subprocess.TimeoutExpired:
-                        rc = 124
-                return {"command": args.also, "rc": rc, "wall_s": round(time.perf_counter() - t0, 1)}
-            also_job = pool.submit(also)
+            also_job = pool.submit(run, ["bash", "-c", args.also], out / "also.log", args.timeout_s, {"NBS_THREADS": str(threads)})
         rows = {name: job.result() for name, job in jobs.items()}
     report = {"max_steps": args.max_steps, "timeout_s": args.timeout_s, "streams": streams, "threads": threads,
               "notebooks": rows, **({"also": also_job.result()} if args.also else {})}

@@ -265,6 +265,7 @@ def test_measured_projection_by_hand():
     assert p["training_measured_s"] == 5.0 and p["outside_training_s"] == 60.0
     assert p["training_projected_s"] == pytest.approx(20.0 + 3.0 * 350 / 150)
     assert p["projected_min"] == pytest.approx((60.0 + 20.0 + 7.0) / 60)
+    assert smoke.measured_projection(lines, wall_s=65.0, max_steps=None)["training_projected_s"] == 5.0   # uncapped: as measured
     # a model loaded from the cache has a record and no phase: a named phase leaves it out
     named = [{"model": {"name": "cached", "steps": 3000}}, {"model": {"name": "s", "steps": 300}},
              {"model": {"name": "s", "steps": 300}}, {"phase": {"seconds": 2.0, "models": ["s", "s"]}}]

@@ -317,11 +317,11 @@ def projection(records: list[dict], inference_flops: float, host: list[dict] = (
             "within_budget": total_min <= BUDGET_MIN}
 
 
-def measured_projection(lines: list[dict], wall_s: float, max_steps: int) -> dict:
+def measured_projection(lines: list[dict], wall_s: float, max_steps: int | None) -> dict:
     """A notebook's time at `full` from a run with every training capped at ``max_steps`` steps and
     the evaluation at full size: the wall time outside training as measured, plus each training
     phase's measured seconds scaled by the steps its models take uncapped over the steps they took
-    (``min(steps, max_steps)`` each). A phase's models are the latest records written before it under
+    (``min(steps, max_steps)`` each; ``max_steps`` None: an uncapped run, its phases as measured). A phase's models are the latest records written before it under
     the names it gives (a model loaded from the cache has a record and no phase); a phase naming none
     takes every record since the last phase. The capped epoch's validation is scaled with the steps."""
     phases, pending = [], []
@@ -333,7 +333,7 @@ def measured_projection(lines: list[dict], wall_s: float, max_steps: int) -> dic
             if line["phase"].get("models"):      # each name's latest record (stacked seeds share a name)
                 pending = [left.pop(max(i for i, m in enumerate(left) if m["name"] == n)) for n in line["phase"]["models"]]
             full = sum(m.get("steps", 0) for m in pending)
-            done = sum(min(m.get("steps", 0), max_steps) for m in pending)
+            done = sum(min(m.get("steps", 0), max_steps or m.get("steps", 0)) for m in pending)
             seconds = line["phase"]["seconds"]
             phases.append({"models": [m["name"] for m in pending], "seconds": seconds, "steps_done": done,
                            "steps_full": full, "projected_s": seconds * full / done if done else seconds})
@@ -346,10 +346,16 @@ def measured_projection(lines: list[dict], wall_s: float, max_steps: int) -> dic
             "phases": phases}
 
 
+def ledger_lines(path: Path) -> list[dict]:
+    """Every record of a ledger file, in order (none when it does not exist)."""
+    path = Path(path)
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
 def read_ledger(path: Path) -> tuple[list[dict], float, list[dict]]:
     """The model records of a ledger file, the inference FLOPs counted beside it, the host records."""
     path = Path(path)
-    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    lines = ledger_lines(path)
     inf = path.with_suffix(".inference.json")
     flops = json.loads(inf.read_text())["inference_flops"] if inf.exists() else 0.0
     return [x["model"] for x in lines if "model" in x], flops, [x["host"] for x in lines if "host" in x]

@@ -284,27 +284,32 @@ def style_of(hyp: str, k: int = 3) -> str:
     return fits[0] if len(fits) == 1 else "none"
 
 
+_OPTIONAL_WORDS = {w for _, template, words in syn.OPTIONAL for w in template.format(" ".join(words)).split()}
+
+
 def _content(text: str) -> str:
     """A toy sentence without its optional phrases' words and its final mark: what :func:`content_right` compares."""
-    free = {w for _, template, words in syn.OPTIONAL for w in template.format(" ".join(words)).split()}
-    return " ".join(w for w in text[:-1].split() if w not in free)
+    return " ".join(w for w in text[:-1].split() if w not in _OPTIONAL_WORDS)
+
+
+def _own_reference(hyp: str, refs: Sequence[str], labels: Sequence[int]) -> str | None:
+    """The reference of ``hyp``'s style (:func:`style_of`), or None when it has none among ``labels``."""
+    style = style_of(hyp, len(refs))
+    return refs[list(labels).index(int(style))] if style != "none" and int(style) in labels else None
 
 
 def content_right(hyp: str, refs: Sequence[str], labels: Sequence[int]) -> bool:
     """Whether ``hyp`` without the toy's optional phrases is word for word the reference of its own style (:func:`style_of`)."""
-    style = style_of(hyp, len(refs))
-    return style != "none" and int(style) in labels and _content(hyp) == _content(refs[list(labels).index(int(style))])
+    ref = _own_reference(hyp, refs, labels)
+    return ref is not None and _content(hyp) == _content(ref)
 
 
 def content_misses(hyps, refs, labels, z: int, n: int = 2) -> list[tuple[str, str]]:
     """Expert ``z``'s first ``n`` translations with a style but content judged wrong (:func:`content_right`), each as
     (its words, its style's reference's words), both without the optional phrases and the final mark: what the check compares."""
-    out = []
-    for hs, rs, ls in zip(hyps, refs, labels):
-        style = style_of(hs[z], len(rs))
-        if style != "none" and int(style) in ls and not content_right(hs[z], rs, ls):
-            out.append((_content(hs[z]), _content(rs[list(ls).index(int(style))])))
-    return out[:n]
+    pairs = ((_content(hs[z]), _content(ref)) for hs, rs, ls in zip(hyps, refs, labels)
+             if (ref := _own_reference(hs[z], rs, ls)) is not None)
+    return [pair for pair in pairs if pair[0] != pair[1]][:n]
 
 
 def marker_columns(hyps, refs, labels) -> dict:
