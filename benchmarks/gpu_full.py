@@ -44,15 +44,15 @@ def cell_times(build: Path, path: Path) -> list[dict]:
         return []
     cells = json.loads(executed.read_text())["cells"]
     rows = [{"cell": i, "seconds": round(c["metadata"].get("papermill", {}).get("duration") or 0.0, 1),
-             "first_line": rows_first(c)}
+             "first_line": first_line_of(c)}
             for i, c in enumerate(cells) if c["cell_type"] == "code"]
     running = [i for i, c in enumerate(cells) if c["metadata"].get("papermill", {}).get("status") == "running"]
     rows = sorted(rows, key=lambda r: -r["seconds"])[:12]
-    return rows + [{"cell": i, "seconds": None, "first_line": "(running when stopped) " + rows_first(cells[i])}
+    return rows + [{"cell": i, "seconds": None, "first_line": "(running when stopped) " + first_line_of(cells[i])}
                    for i in running]
 
 
-def rows_first(cell: dict) -> str:
+def first_line_of(cell: dict) -> str:
     text = "".join(cell["source"]).strip()
     return text.splitlines()[0][:90] if text else ""
 

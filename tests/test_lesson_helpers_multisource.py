@@ -61,19 +61,12 @@ def test_score_system_records_the_scores_of_the_outputs(data, monkeypatch):
     assert scores["bleu"].estimate == pytest.approx(100.0) and record["intervals"]["bleu"]["ci_low"] == pytest.approx(100.0)
 
 
-def test_figure4_table_puts_the_paper_s_bleu_beside_each_system_and_a_dash_where_it_has_none():
-    R = lambda x: stats.Resampled(x, np.array([x - 0.1, x, x + 0.1]))
-    records = {"fr": {"ppl": 1.5, "ppl_floor": 1.25}, "other": {"ppl": 2.0, "ppl_floor": 1.0}}
-    scores = {n: {"bleu": R(50.0), "merged nouns": R(0.5)} for n in records}
-    lines = ms.figure4_table(records, scores).splitlines()
-    assert lines[0].endswith("  paper's BLEU (WMT)") and "merged nouns" in lines[0]
-    assert lines[2].startswith("fr") and "1.500" in lines[2] and "1.250" in lines[2] and lines[2].endswith("21.0 (Fig. 4)")
-    assert "50.0 [" in lines[2] and "0.50 [" in lines[2] and lines[3].endswith("-")
-
-
-def test_floor_note_gives_the_largest_gap_and_the_floors_range():
-    records = {"a": {"ppl": 1.5, "ppl_floor": 1.2}, "b": {"ppl": 1.1, "ppl_floor": 1.0}}
-    assert ms.floor_note(records) == "perplexity above its floor: at most 0.300; the floors themselves run from 1.000 to 1.200"
+def test_paper_bleu_reads_each_system_against_its_first_source_in_the_paper_s_languages():
+    # by hand from the paper: Fig. 4 French 21.0 -> French+German 23.2; Fig. 6 English 13.4 -> English+French 14.5
+    assert ms.paper_bleu("fr+de.basic") == "Fig. 4: French 21.0 -> French+German 23.2"
+    assert ms.paper_bleu("fr+close.basic") == "Fig. 6: English 13.4 -> English+French 14.5"
+    assert ms.paper_bleu("fr+de.attn_basic") == "Fig. 4: French 25.2 -> French+German 30.0, both with attention"
+    assert ms.paper_bleu("de") == "Fig. 4: German 17.3" and ms.paper_bleu("fr+fr.two_versions") == "-"
 
 
 def test_expected_merged_share_is_a_coin_flip_where_the_sources_leave_two_senses(data):

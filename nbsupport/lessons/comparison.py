@@ -292,15 +292,24 @@ def shared_words(hyps: list[str], refs) -> str:
     return " ".join(w for w in common(hyps) if w not in common(refs)) or "none"
 
 
+def _changes(first: str, h: str) -> list[str]:
+    """The words ``h`` adds to ``first`` ("+w") and drops from it ("−w"), each as often as its count differs."""
+    a, b = re.findall(r"\w+|[^\w\s]+", first), re.findall(r"\w+|[^\w\s]+", h)
+    return [f"{s}{w}" for s, x, y in (("+", b, a), ("−", a, b)) for w in dict.fromkeys(x) for _ in range(x.count(w) - y.count(w))]
+
+
 def shown(h: str, hs: list[str], k: int) -> str:
     """Hypothesis ``h`` = ``hs[k]`` (one source's K hypotheses) as lesson 08's example table prints it: "= j" for a copy of
     hypothesis j; "1 +a −b" for a near-copy of hypothesis 1 (at most 3 words a added, b dropped); else the whole sentence if
     it has at most 12 words, or is hypothesis 1 and a near-copy of it follows; else its first and last five words, joined by "[cut]"."""
-    a, b = re.findall(r"\w+|[^\w\s]+", hs[0]), re.findall(r"\w+|[^\w\s]+", h)
-    diff = [f"{s}{w}" for s, x, y in (("+", b, a), ("−", a, b)) for w in dict.fromkeys(x) for _ in range(x.count(w) - y.count(w))]
-    return (f"= {hs.index(h) + 1}" if hs.index(h) < k else "1 " + " ".join(diff) if k and len(diff) <= 3
-            else h if len(h.split()) <= 12 or k == 0 and any(shown(x, hs, j)[:2] == "1 " for j, x in enumerate(hs[1:], 1))
-            else " ".join(h.split()[:5]) + " [cut] " + " ".join(h.split()[-5:]))
+    near = lambda j, x: hs.index(x) == j and len(_changes(hs[0], x)) <= 3      # noqa: E731  (a near-copy, not a copy)
+    if hs.index(h) < k:
+        return f"= {hs.index(h) + 1}"
+    if k and near(k, h):
+        return "1 " + " ".join(_changes(hs[0], h))
+    if len(h.split()) <= 12 or k == 0 and any(near(j, x) for j, x in enumerate(hs[1:], 1)):
+        return h
+    return " ".join(h.split()[:5]) + " [cut] " + " ".join(h.split()[-5:])
 
 
 def _grid_end(n: str, setting: dict) -> str:

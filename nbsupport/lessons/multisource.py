@@ -407,13 +407,12 @@ def merged_noun_accuracy(corpus: Corpus, hyps: list[str], split: str = "test") -
 # --- Notebook 01's tables, figures and printed readings (the lesson keeps its algorithms inline) ---
 
 # The paper's BLEU (WMT, single reference), typed from its Figure 4 (French, German -> English) and Figure 6
-# (French, English -> German: `close` plays English, the source close to French), beside the toy's systems.
-PAPER_BLEU = {"fr": "21.0 (Fig. 4)", "de": "17.3 (Fig. 4)", "fr+fr.same": "20.7 (Fig. 4; French alone 21.0)",
-              "fr+de.basic": "23.2 (Fig. 4; French alone 21.0)", "fr+de.childsum": "22.5 (Fig. 4; French alone 21.0)",
-              "fr.attn": "25.2 (Fig. 4)", "fr+de.attn_basic": "30.0 (Fig. 4; French with attention 25.2)",
-              "fr+de.attn_childsum": "29.6 (Fig. 4; French with attention 25.2)",
-              "close": "13.4 (Fig. 6: English into German)",
-              "fr+close.basic": "14.5 (Fig. 6: into German; English alone 13.4)"}
+# (English, French -> German): the language each role plays there, and each system's numbers.
+PAPER_LANGUAGE = {4: {"fr": "French", "de": "German"}, 6: {"fr": "English", "close": "French"}}
+# per system, typed from the paper: (figure, its BLEU, the BLEU of its first source alone, None for one source)
+PAPER_BLEU = {"fr": (4, 21.0, None), "de": (4, 17.3, None), "fr+fr.same": (4, 20.7, 21.0), "fr+de.basic": (4, 23.2, 21.0),
+              "fr+de.childsum": (4, 22.5, 21.0), "fr+de.attn_basic": (4, 30.0, 25.2), "fr+de.attn_childsum": (4, 29.6, 25.2),
+              "fr+close.basic": (6, 14.5, 13.4)}
 _PARTICLES = {"ga": "subj.", "el": "subj.", "o": "obj.", "al": "obj."}   # the toy's subject and object markers
 
 
@@ -462,20 +461,15 @@ def score_system(model: MultiSourceLSTM, data: MultiSourceData, system: str, boo
     return record, scores
 
 
-def figure4_table(records: dict, scores: dict) -> str:
-    """Figure 4 in miniature: per system its perplexity and floor, BLEU and noun shares with their
-    intervals, and the paper's BLEU for the same system (:data:`PAPER_BLEU`, typed from the paper)."""
-    rows = [[n, f"{r['ppl']:.3f}", f"{r['ppl_floor']:.3f}",
-             *(s.interval().format(".1f" if k == "bleu" else ".2f") for k, s in scores[n].items()),
-             PAPER_BLEU.get(n, "-")] for n, r in records.items()]
-    return table(rows, ["system", "ppl", "ppl floor", *next(iter(scores.values())), "paper's BLEU (WMT)"])
-
-
-def floor_note(records: dict) -> str:
-    """One sentence: how far the systems' perplexities end above their floors, against the floors' spread."""
-    gap = max(r["ppl"] - r["ppl_floor"] for r in records.values())
-    floors = [r["ppl_floor"] for r in records.values()]
-    return f"perplexity above its floor: at most {gap:.3f}; the floors themselves run from {min(floors):.3f} to {max(floors):.3f}"
+def paper_bleu(system: str) -> str:
+    """The paper's BLEU for ``system`` (:data:`PAPER_BLEU`), its first source alone before it where it reads two:
+    "Fig. 4: French 21.0 -> French+German 23.2"; "-" for a system the paper has no number for."""
+    if system not in PAPER_BLEU:
+        return "-"
+    fig, bleu, alone = PAPER_BLEU[system]
+    languages = [PAPER_LANGUAGE[fig][role] for role in system.split(".")[0].split("+")]
+    before = f"{languages[0]} {alone:.1f} -> " if alone is not None else ""
+    return f"Fig. {fig}: {before}{'+'.join(languages)} {bleu:.1f}" + (", both with attention" if "attn" in system else "")
 
 
 def expected_merged_share(data: MultiSourceData, system: str) -> float:
