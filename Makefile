@@ -49,7 +49,7 @@ test-kernels: data
 # every notebook's `full` code path on this CPU: real model sizes and Bible data, NBS_MAX_STEPS
 # optimiser steps per model, evaluation sizes / 25 (nbsupport/harness/smoke.py); results, wall times and
 # the projected GPU time per notebook in build/smoke-full/ (projection.json). Not part of `make test`.
-# One notebook: make smoke-full NOTEBOOKS=notebooks/06_scones_beam_curse.ipynb
+# One notebook: make smoke-full NOTEBOOKS=notebooks/06_beam_search_curse.ipynb
 smoke-full: data
 	NBS_BUILD=$(CURDIR)/build/smoke-full $(PY) -c 'import sys, nbsupport.harness.smoke as s; sys.exit(s.main(sys.argv[1:]))' $(NOTEBOOKS)
 

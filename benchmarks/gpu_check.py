@@ -31,7 +31,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = "seed_paper"          # the reproduction whose seeds are timed (baseline and Hard-MoE, 3 seeds)
 # lessons longest first (their lab times on a 2-core CPU, benchmarks/README.md), so that streams end together
-LONGEST_FIRST = ["05", "04", "02", "07", "01", "08", "06", "03", "00"]
+LONGEST_FIRST = ["05", "04", "02", "01", "09", "08", "07", "03", "10", "06", "00"]
 
 
 def device_name() -> str:

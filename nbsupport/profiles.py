@@ -46,7 +46,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class CurseSettings(Settings):
-    """Lesson 06: the toy's size and training, the beams swept, exact search's sentences and budget."""
+    """Lessons 06-07: the toy's size and training, the beams swept, exact search's sentences and budget."""
     n_train: int
     training: dict            # TrainConfig fields over the toy's (the epoch cap, the convergence rule)
     sentences: int
@@ -74,7 +74,7 @@ class MultiSourceSettings(Settings):
 
 @dataclass(frozen=True)
 class IBMSettings(Settings):
-    """Lesson 07: IBM-3 training, the temperatures, the NMT models trained on the samples, exact search."""
+    """Lessons 08-09: IBM-3 training, the temperatures, the NMT models trained on the samples, exact search."""
     toy_train: int
     nmt_train: int | None
     iterations: int
@@ -106,7 +106,7 @@ class MixtureSettings(Settings):
 
 @dataclass(frozen=True)
 class CompareSettings(Settings):
-    """Lesson 08: the toy, its model and training, the K swept, seeds, test and dev sizes, the methods."""
+    """Lesson 10: the toy, its model and training, the K swept, seeds, test and dev sizes, the methods."""
     styles: int
     toy_train: int
     training: dict
@@ -147,11 +147,11 @@ class Profile:
     bible_training: dict = field(default_factory=dict)
     bible_train: int | None = None                    # training verses (None: all)
     bible_dev: int | None = None                      # dev (validation) verses (None: all 243)
-    curse: CurseSettings | None = None                # notebook 06: sentences, beams, exact-search budget
+    curse: CurseSettings | None = None                # notebooks 06-07: sentences, beams, exact-search budget
     multi_source: MultiSourceSettings | None = None   # notebook 01: LSTM sizes and training, toy and Bible
-    ibm: IBMSettings | None = None                    # notebook 07: IBM-3 training, temperatures, NMT runs
+    ibm: IBMSettings | None = None                    # notebooks 08-09: IBM-3 training, temperatures, NMT runs
     mixture: MixtureSettings | None = None            # notebooks 03-04: mixture runs (toy size, epochs, seeds)
-    compare: CompareSettings | None = None            # notebook 08: methods, K sweep, seeds, toy model, the Bible's K
+    compare: CompareSettings | None = None            # notebook 10: methods, K sweep, seeds, toy model, the Bible's K
     max_steps: int | None = None                      # every training run stops after this many steps (smoke runs)
     # the reproduction notebooks (notebooks/reproductions/): model seeds per claim, and each paper's settings
     reproduction: ReproductionSettings | None = None
@@ -175,7 +175,7 @@ _TOY_LAB_TRAINING = dict(epochs=5, max_tokens=1024, lr=1e-3, warmup=400)
 _MULTI_SOURCE_LAB = MultiSourceSettings(toy_train=20000, toy_model=dict(d_model=128, layers=1, dropout=0.2, window=10),
                          toy_training=dict(epochs=8, max_tokens=1024, lr=3e-3, warmup=200),
                          hard=dict(toy_train=2000, epochs=24, max_tokens=256, test=500, ambiguity="low"))
-# Notebook 06 (and the SCONES reproduction, whose seed 0 are its models): a small Transformer trained until two
+# Notebooks 06-07 (and the SCONES reproduction, whose seed 0 are its models): a small Transformer trained until two
 # epochs in a row lower the validation NLL by under 2% (4-6 epochs at lab; d_model 128 with two layers a side was
 # still falling by 10-34% an epoch after 3, SCONES alpha = 1 the most).
 _CURSE_MODEL_LAB = dict(d_model=64, d_ff=256, enc_layers=1, dec_layers=1)
@@ -188,10 +188,10 @@ _MIXTURE_LAB = MixtureSettings(styles=3, toy_train=4000, training=dict(epochs=20
                     test_sentences=100, seeds=(0,), dropouts=(0.1,), flip_sentences=256,
                     table1_losses=("sMlp", "sMup", "hMlp", "hMup"))
 
-# Notebook 07 (IBM-3 synthetic pairs): per temperature 3 NMT models (softmax, SCONES 0.2 and 1.0; 0.5 too at full),
+# Notebooks 08-09 (IBM-3 synthetic pairs): per temperature 3 NMT models (softmax, SCONES 0.2 and 1.0; 0.5 too at full),
 # each trained until two epochs in a row lower its dev loss by less than 1% (the paper trains to convergence,
 # section 3; one such epoch was sometimes a blip):
-# notebook 08's smaller toy model at its learning rate reaches that in the budget, 06's did not;
+# notebook 10's smaller toy model at its learning rate reaches that in the budget, 06's did not;
 # exact search (prefixes expanded 64 per model call, seeded by greedy and beam 4) on the beam sentences: the
 # converged models' searches end proven within a few thousand prefixes even at gamma 1 (words <= 9: every toy source).
 _IBM_LAB = IBMSettings(toy_train=20000, nmt_train=5000, iterations=5, test_refs=4, gammas=(0.1, 0.3, 1.0),
@@ -200,7 +200,7 @@ _IBM_LAB = IBMSettings(toy_train=20000, nmt_train=5000, iterations=5, test_refs=
                 sentences=100, exact_sentences=100, exact_max_words=9, exact_budget=20000, exact_batch=64,
                 exact_seed_beams=(1, 4))
 
-# Notebook 08 (every method, K in {2, 4}: K <= S): the 4-style toy at the mixture lessons' smaller size
+# Notebook 10 (every method, K in {2, 4}: K <= S): the 4-style toy at the mixture lessons' smaller size
 # with a smaller model trained longer (it learned the toy better per second). At lab the soft mixture
 # sMup (the costliest model) is left out: it collapses (D2) in notebook 04 (in Shen et al.'s Table 1
 # it is healthy with M-step-only dropout), so hMlp is "the best of the other mixture variants";
@@ -212,7 +212,7 @@ _COMPARE_LAB = CompareSettings(styles=4, toy_train=4000, model=dict(d_model=64, 
 
 # The reproductions: every model behind a claim trained from 3 model seeds (2 at ci), each paper's
 # training budgets long enough for the convergence rule of nbsupport.claims (CONVERGED_BELOW).
-# seed_paper: notebook 08's 4-style toy (compare), the baseline and Hard-MoE at K = S = 4 and 2S = 8, each trained
+# seed_paper: notebook 10's 4-style toy (compare), the baseline and Hard-MoE at K = S = 4 and 2S = 8, each trained
 # until two epochs in a row lower its dev loss by under 2% (at most 40 epochs); all 200 test sources.
 # Lachaux et al. (notebooks/reproductions/lachaux.ipynb): per seed six models on lesson 05's toy (baseline, Hard-MoE,
 # target encoder at lambda = 1 and its three ablations), each to the 2% rule; the temperature reaches 0 after 2.5
@@ -225,9 +225,9 @@ _LACHAUX_LAB = dict(training=dict(epochs=12, converged_below=0.02, patience=1), 
 # until an epoch lowers its validation NLL by under 2% (nbsupport.claims.CONVERGED_BELOW), at most `epochs`
 # (the lessons' 8 left most E&M models still improving). The variants are the claims' (nbsupport.claims.shen).
 _SHEN_LAB = dict(epochs=20)
-# SCONES (notebooks/reproductions/scones.ipynb): notebook 06's toy at both levels with its model and training rule
+# SCONES (notebooks/reproductions/scones.ipynb): notebooks 06-07's toy at both levels with its model and training rule
 # (the convergence rule is reached in 4-6 epochs); softmax and SCONES 0.2 and 1.0 (0.5 left out: alpha is chosen on dev between 0.2 and 1.0); the beams the
-# claims read; exact search on every test source of at most 6 words. IBM-3 (notebook 07): its lab settings at two
+# claims read; exact search on every test source of at most 6 words. IBM-3 (notebooks 08-09): its lab settings at two
 # temperatures, so that seed 0 is the lesson's models.
 _SCONES_LAB = dict(toy=dict(n_train=15000, model=_CURSE_MODEL_LAB, training=_CURSE_TRAINING_LAB,
                             alphas=(0.2, 1.0), beams=(1, 4, 64), sentences=200, exact_max_src=6, exact_sentences=None,

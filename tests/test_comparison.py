@@ -1,4 +1,4 @@
-"""Notebook 08's comparison: the spread-aware ranking, the dev-set tuning and the
+"""Notebook 10's comparison: the spread-aware ranking, the dev-set tuning and the
 live method view, against values computed by hand."""
 import dataclasses
 import math
@@ -79,7 +79,7 @@ def test_the_profiles_methods_and_toy_model(monkeypatch):
         cmp.methods(dataclasses.replace(lab, compare=lab.compare.replace(methods=("beam", "smup"))))
     with pytest.raises(TypeError, match="unexpected keyword argument 'method'"):
         lab.compare.replace(method=("beam",))                  # a misspelt setting fails where it is written
-    for name in nbs.PROFILE_NAMES:                             # notebook 08 runs K <= S only: no profile lists a K above S
+    for name in nbs.PROFILE_NAMES:                             # notebook 10 runs K <= S only: no profile lists a K above S
         c = nbs.profile(name).compare
         assert c["ks"] and all(k <= c["styles"] for k in c["ks"]), name
 
@@ -109,7 +109,7 @@ def test_distance_does_not_penalise_quality_above_the_human_point():
 
 
 def test_choose_lambda_keeps_the_lowest_validation_nll(monkeypatch):
-    """Target conditioning's lambda (notebooks 05 and 08): every candidate is trained at the K
+    """Target conditioning's lambda (notebooks 05 and 10): every candidate is trained at the K
     asked, and the one whose model has the lowest validation NLL wins, not the first or the
     largest; the domains each used are counted from its last epoch's usage (more than 1%)."""
     import types
@@ -137,7 +137,7 @@ def test_target_conditioning_needs_its_lambda():
 
 
 def test_distance_on_the_multi_reference_axis_by_hand():
-    """Notebook 08's quality axis: the multi-reference BLEU gap counts only below the human point."""
+    """Notebook 10's quality axis: the multi-reference BLEU gap counts only below the human point."""
     human = {"pairwise_bleu": 30.0, "multi_ref_bleu": 50.0, "avg_oracle_bleu": 0.0}
     assert cmp.distance({"pairwise_bleu": 34.0, "multi_ref_bleu": 47.0}, human, "multi_ref_bleu") == pytest.approx(5.0)
     assert cmp.distance({"pairwise_bleu": 24.0, "multi_ref_bleu": 80.0}, human, "multi_ref_bleu") == pytest.approx(6.0)

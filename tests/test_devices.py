@@ -83,7 +83,7 @@ def render_function(notebook: str, name: str) -> str:
 
 
 def test_notebook_06_render_beam_scores_on_the_model_device(checking):
-    """Notebook 06's beam widget once built its source with torch.tensor([...]) on the CPU and
+    """Notebook 07's beam widget once built its source with torch.tensor([...]) on the CPU and
     handed it to a model on the GPU; its live view (beam search, the empty translation), run on
     stand-in models, must pass the checker."""
     sentences = ["a b c", "d e"]
@@ -93,10 +93,10 @@ def test_notebook_06_render_beam_scores_on_the_model_device(checking):
     namespace = {"nbs": nbs, "torch": torch, "device": DEVICE, "tasks": {"high": task, "low": task},
                  "models": {("high", "softmax"): tiny_model(), ("high", "scones_0.2"): tiny_model()},
                  "live_sources": sentences, "opening_beam": 4, "TITLE": {"high": "high", "low": "low"}}
-    exec(render_function("06_scones_beam_curse.ipynb", "render_beam"), namespace)
+    exec(render_function("07_scones.ipynb", "render_beam"), namespace)
     html = namespace["render_beam"]().data
     assert html.count("the empty translation (EOS first):") == 2
-    # exact search within a budget (lesson 07's models answer through the same view)
+    # exact search within a budget (lesson 09's models answer through the same view)
     exact = nbs.live.beam_view(tiny_model(), vocab, vocab, "a b c", beam=2, n_best=2, exact_budget=50).data
     assert "exact search:" in exact
 

@@ -1,4 +1,4 @@
-"""Notebook 07's helpers around the synthetic IBM-3 tasks: which sentences exact search runs on,
+"""Notebooks 08-09's helpers around the synthetic IBM-3 tasks: which sentences exact search runs on,
 which of them every comparison may use, and when a training run counts as converged."""
 import pytest
 

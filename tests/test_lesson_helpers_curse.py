@@ -1,4 +1,4 @@
-"""Lesson 06's helpers in nbsupport/lessons/beam_curse.py, on small made-up inputs computed by hand."""
+"""Lessons 06-07's helpers in nbsupport/lessons/beam_curse.py, on small made-up inputs computed by hand."""
 from types import SimpleNamespace
 
 import matplotlib

@@ -1,4 +1,4 @@
-"""Notebook 07's helpers in nbsupport.lessons.ibm_tasks: its tables, figure, sweeps and records, on
+"""Notebooks 08-09's helpers in nbsupport.lessons.ibm_tasks: its tables, figure, sweeps and records, on
 small made-up inputs whose answers are worked out by hand."""
 import math
 from types import SimpleNamespace
@@ -100,7 +100,7 @@ def test_quality_by_model_perfect_hypotheses_and_the_relative_score():
     assert none["exact"] == {} and none["rel"] == {} and set(none["beam4"]) == {(1.0, "softmax")}
 
 
-def test_lesson_records_keys_and_values():
+def test_beam_and_exact_records_keys_and_values():
     refs = [["the cat sleeps ."], ["a dog runs ."]]
     tasks, hyps = {g: fake_task(refs) for g in (0.1, 1.0)}, [r[0] for r in refs]
     models = ["softmax", "scones_1.0"]
@@ -114,9 +114,13 @@ def test_lesson_records_keys_and_values():
     ibm3 = SimpleNamespace(p1=0.1, log_likelihood={"model1": [-3.0, -2.0]})
     for proven in ([0], []):
         q = ibm_tasks.quality_by_model(tasks, raw, [0.1, 1.0], models, [0, 1], proven, 2, [1, 4])
-        records, summary = ibm_tasks.lesson_records([0.1, 1.0], models, q, raw, share, proven, 2,
-                                                    {"exact_max_words": 9, "exact_budget": 100}, ibm3, sampler, [["x"]] * 3)
-        assert list(records) == ["0.1", "1.0", "ibm", "exact_search", "entropy", "uniform_distortion_share"]
+        beam, beam_summary = ibm_tasks.beam_records([0.1, 1.0], models, q["beam4"], ibm3, sampler, [["x"]] * 3)
+        exact, exact_summary = ibm_tasks.exact_records([0.1, 1.0], models, q, raw, share, proven, 2,
+                                                       {"exact_max_words": 9, "exact_budget": 100})
+        assert not set(beam["1.0"]) & set(exact["1.0"]) and not set(beam_summary) & set(exact_summary)   # no key twice
+        records = {**beam, **exact, **{g: {**beam[g], **exact[g]} for g in ("0.1", "1.0")}}   # lessons 08 and 09 together
+        summary = {**beam_summary, **exact_summary}
+        assert set(records) == {"0.1", "1.0", "ibm", "exact_search", "entropy", "uniform_distortion_share"}
         per = ["beam4_bleu", "beam4_multi_ref_bleu", "beam4_len_ratio", "proven_fraction", "exact_s_per_sentence"]
         if proven:
             per += ["exact_bleu", "exact_rel", "beam4_bleu_on_proven", "exact_len_ratio", "beam4_len_ratio_on_proven",
@@ -177,3 +181,17 @@ def test_measure_seeds_exact_search_with_the_beams():
     assert out["beam4_exact_sources"] is out["seeds"][4]
     assert out["beam4_exact_sources"]["hyps"] == [out["beam4"]["hyps"][0], out["beam4"]["hyps"][2]]   # same sources, same beam
     assert all(s >= b - 1e-4 for s, b in zip(out["exact"]["scores"], out["exact"]["seed_scores"]))
+
+
+def test_measure_beam_and_beam_quality_match_measure_and_quality_by_model():
+    task = SimpleNamespace(corpus=SimpleNamespace(test=SimpleNamespace(src=["cat sleeps", "the cat", "sleeps"],
+                                                                       refs=[["the cat ."], ["cat ."], ["sleeps ."]])),
+                           src_vocab=VOCAB, tgt_vocab=VOCAB)
+    model = tiny_model()
+    beam4 = ibm_tasks.measure_beam(task, model, n_beam=3)
+    full = ibm_tasks.measure(task, model, exact=[0], n_beam=3, start_beams=[1, 4], budget=20, batch_size=4)
+    assert beam4["hyps"] == full["beam4"]["hyps"] and len(beam4["hyps"]) == 3
+    q = ibm_tasks.quality_by_model({1.0: task}, {1.0: {"softmax": full}}, [1.0], ["softmax"], [0], [], 3, [1, 4], seed=0)
+    mine = ibm_tasks.beam_quality({1.0: task}, {(1.0, "softmax"): beam4}, [1.0], ["softmax"], 3, seed=0)
+    for k in (B, "bleu", "len_ratio"):
+        assert mine[1.0, "softmax"][k].interval().to_dict() == q["beam4"][1.0, "softmax"][k].interval().to_dict()

@@ -1,4 +1,4 @@
-"""Lesson helpers behind the live widgets of notebooks 03, 06 and 07: one E-step with
+"""Lesson helpers behind the live widgets of notebooks 03 and 06-09: one E-step with
 and without dropout (03's flip view), the slider control."""
 import pytest
 import torch

@@ -241,7 +241,7 @@ def test_batch_scorer_equals_the_cached_scorer_on_a_model_and_searches_exactly()
         assert res.proven and res.score == pytest.approx(best[0], abs=1e-5) and res.tokens == best[1]
 
 
-# ------------------------------------------------------------------------ the notebooks' sweeps (06, 07)
+# ------------------------------------------------------------------------ the notebooks' sweeps (06-09)
 def _tiny_setup(seed=0):
     from nbsupport.data.vocab import WordVocab
     from nbsupport.models import Transformer, TransformerConfig
@@ -368,7 +368,7 @@ def test_softmax_and_scones_train_without_label_smoothing(monkeypatch, profile_n
 def test_prefetched_softmax_and_scones_models_are_the_ones_the_notebooks_load(monkeypatch, caplog, tmp_path):
     """prefetch_softmax_and_scones trains every uncached model of several tasks (and extra jobs) in
     worker processes under the very cache keys train_softmax_and_scones and train_model use; a
-    second prefetch has nothing to do (notebooks 06 and 07)."""
+    second prefetch has nothing to do (notebooks 06-09)."""
     caplog.set_level("INFO", logger="nbsupport.cache")
     from nbsupport import pipeline
     from nbsupport.lessons import beam_curse

@@ -115,7 +115,7 @@ def test_default_schedule_reaches_zero_temperature_at_half_of_training():
 
 
 def test_lambda_for_larger_batches_keeps_the_regulariser_weight_per_token():
-    """The Bible's lambda (notebooks 05 and 08 at full) is the toy's at the same weight per token:
+    """The Bible's lambda (notebooks 05 and 10 at full) is the toy's at the same weight per token:
     in the objective the optimiser sees, L_XE weighs as much on 12k-token batches as it did on 1k."""
     lam = lambda_for_batches(100.0, 1024, 12000)
     assert lam == pytest.approx(1171.875)

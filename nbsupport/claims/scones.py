@@ -1,12 +1,12 @@
 """Stahlberg & Kumar (2022), SCONES: the claims the reproduction tests.
 
 The reproduction runs two experiments for every model seed, each model trained to the convergence
-rule of :mod:`nbsupport.claims`. The toy experiment (notebook 06) trains softmax and SCONES
+rule of :mod:`nbsupport.claims`. The toy experiment (notebooks 06-07) trains softmax and SCONES
 (alpha = 0.2 and 1.0) on the single-style toy task at low and at high intrinsic uncertainty and
 tests the beam search curse (Figs. 3-4, section 4.3), exact search (Table 6, Figs. 5-6), search
 errors (Fig. 7), the cost of exact search against ambiguity (appendix A, Table 7), greedy SCONES
 against softmax (Table 3, section 4.1; alpha chosen on the dev set as Table 5) and decoding speed
-(section 4.2, timed side by side on a CPU). The synthetic experiment (notebook 07) samples
+(section 4.2, timed side by side on a CPU). The synthetic experiment (notebooks 08-09) samples
 targets from IBM-3 at a low and a high temperature and tests Fig. 8 (similar under beam search),
 Fig. 9 (exact search degrades for softmax and alpha = 1, less for alpha = 0.2) and Table 7 again.
 Where the toy differs: invented languages with a known grammar instead of WMT (multi-reference
@@ -24,7 +24,7 @@ TITLE = ("Stahlberg & Kumar (2022), Jam or Cream First? Modeling Ambiguity in Ne
 
 SIMILAR = 2.0   # BLEU: the largest beam-4 gain of SCONES over softmax in Table 3 (lt-en, 26.9 -> 28.9)
 
-# ---------------------------------------------------------------------------- the toy (notebook 06)
+# ---------------------------------------------------------------------------- the toy (notebooks 06-07)
 _SWEEP = "the first test sources of the toy (4 references each), the same sources at both levels"
 _EXACT = "the toy's short test sources (exact search, the same sources for every model and level)"
 
@@ -169,7 +169,7 @@ TOY_CLAIMS = (
         "direction only (the paper's 3.9x is on a GPU; a CPU's ratio differs)", (compute_bound(),)),
 )
 
-# ---------------------------------------------------------------------------- IBM-3 (notebook 07)
+# ---------------------------------------------------------------------------- IBM-3 (notebooks 08-09)
 _IBM_BEAM = "beam 4 on the first test sources of the synthetic pair (4 sampled references each)"
 _IBM_EXACT = ("exact search on the synthetic pair's short test sources, the same sources at both temperatures, "
               "multi-reference BLEU")

@@ -3,7 +3,7 @@ text of appendix A), the K sweep (section 5.3), and the latent values' styles (T
 
 The reproduction trains, for every model seed, a baseline Transformer and a Hard-MoE with K = S = 4
 latent values (as many hypotheses as references, Table 1's protocol) and with K = 2S = 8 (Table 5's
-sweep from K to twice K), each to the convergence rule, on notebook 08's 4-style toy; the baseline is
+sweep from K to twice K), each to the convergence rule, on notebook 10's 4-style toy; the baseline is
 decoded by sampling, top-k sampling and diverse beam search (their settings chosen by grid search on
 the dev set for the best average oracle BLEU: section 5.2 "perform[s] grid search over these
 hyper-parameters and report[s] the best result", and appendix A's "k = 2 performed best" is the

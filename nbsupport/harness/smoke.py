@@ -7,7 +7,7 @@ that shape, memory and vocabulary mistakes show without a GPU. All the caps live
 * ``NBS_MAX_STEPS=N``: every training run stops after N optimiser steps (across epochs;
   the epoch in progress is validated and recorded as usual). A capped model is cached under
   a key that includes the cap, so a smoke run never feeds a real run's cache. IBM training
-  (notebook 07) runs one EM iteration per model instead (:data:`SMOKE_IBM_ITERATIONS`).
+  (notebooks 08-09) runs one EM iteration per model instead (:data:`SMOKE_IBM_ITERATIONS`).
   Under NBS_SMOKE its IBM-3-sampled corpora have SMOKE_IBM_NMT_TRAIN training sources (the
   sampler is CPU work, also on a GPU machine: its full-size time is projected from them).
 * ``NBS_SMOKE=1``: every evaluation size of the profile (test sentences, the Bible dev verses

@@ -211,7 +211,7 @@ def sentences_per_second(model, src_vocab, sources: Sequence[str], method: str, 
     return len(sources) / statistics.median(runs)
 
 
-# --------------------------------------------------------------------------- lesson 06's tables, figure and records
+# --------------------------------------------------------------------------- lessons 06-07's tables, figure and records
 _NAMES = ["manner adverb", "time phrase", "feeling", "frequency word"]     # the toy's optional phrases, in order
 # the word that opens each optional phrase (an adverb, "at", "with") -> its index; then the tokens that
 # settle how many optional phrases came before them: a place preposition (the manner adverb), "." (all)

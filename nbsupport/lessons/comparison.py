@@ -1,4 +1,4 @@
-"""Notebook 08: every diversity method on one task, one metric set, one K sweep.
+"""Notebook 10: every diversity method on one task, one metric set, one K sweep.
 
 One toy task (the profile's ``compare`` settings: S styles, low ambiguity), for each seed the
 models every method needs (a baseline shared by the decoding methods, one latent model per K
@@ -182,7 +182,7 @@ def distance(point: dict, human: dict, quality: str = "avg_oracle_bleu") -> floa
     dev-set tuning's criterion: the pairwise BLEU gap either way, the quality gap only where the
     point is *worse* than the human point. (The human point is leave-one-out, each reference scored
     against the others only: a system can rightly exceed it, the seed paper footnote 5, and is not
-    penalised for that.) Notebook 08 uses ``quality="multi_ref_bleu"``, which scores the systems
+    penalised for that.) Notebook 10 uses ``quality="multi_ref_bleu"``, which scores the systems
     leave-one-out too (Shen et al. section 4)."""
     return math.hypot(point["pairwise_bleu"] - human["pairwise_bleu"],
                       max(0.0, human[quality] - point[quality]))
@@ -280,7 +280,7 @@ def method_view(name: str, model, t: Task, sentence: str, k: int, references=(),
     return page(*parts)
 
 
-# --- Notebook 08's tables, figure and printed readings (the lesson keeps its rules inline) ---
+# --- Notebook 10's tables, figure and printed readings (the lesson keeps its rules inline) ---
 
 def _words(s: str) -> list[str]:
     return "".join(ch if ch.isalnum() else " " for ch in s).split()
@@ -299,7 +299,7 @@ def _changes(first: str, h: str) -> list[str]:
 
 
 def shown(h: str, hs: list[str], k: int) -> str:
-    """Hypothesis ``h`` = ``hs[k]`` (one source's K hypotheses) as lesson 08's example table prints it: "= j" for a copy of
+    """Hypothesis ``h`` = ``hs[k]`` (one source's K hypotheses) as lesson 10's example table prints it: "= j" for a copy of
     hypothesis j; "1 +a −b" for a near-copy of hypothesis 1 (at most 3 words a added, b dropped); else the whole sentence if
     it has at most 12 words, or is hypothesis 1 and a near-copy of it follows; else its first and last five words, joined by "[cut]"."""
     near = lambda j, x: hs.index(x) == j and len(_changes(hs[0], x)) <= 3      # noqa: E731  (a near-copy, not a copy)
@@ -331,9 +331,11 @@ def tuning_reading(tuning: dict, human: dict, quality: str = "multi_ref_bleu") -
     tried = [r for t in tuning.values() for r in t]
     low = sum(r[quality] < human[quality] for r in tried)
     wide = sum(r["pairwise_bleu"] < human["pairwise_bleu"] for r in tried)
-    why = (" (the quality floor never applied: d picked each method's setting with the lowest pairwise BLEU,"
-           " not always diverse beam's largest strength)") if tried and not low and not wide else ""
-    return f"settings tried: {len(tried)}; below the dev human point's quality: {low}; more diverse than it: {wide}{why}"
+    if tried and not low and not wide:
+        return (f"No setting tried ({len(tried)}) scores below the dev references' quality or is more diverse than them, "
+                "so d is the pairwise-BLEU gap alone: each method keeps its lowest-pairwise-BLEU setting.")
+    return (f"Of the {len(tried)} settings tried, {low} score below the dev references' quality "
+            f"and {wide} are more diverse than them.")
 
 
 TAGS = {"sampling": "s", "beam": "b", "diverse_beam": "d", "hard_moe": "H", "hMlp": "M", "vnmt": "V",
@@ -355,7 +357,7 @@ def above_frontier(point: tuple[float, float], line: list[tuple[float, float]]) 
 
 
 def plane_figure(R: dict, human: dict, decoding, latent, ks, quality: str = "multi_ref_bleu"):
-    """Notebook 08's quality-diversity plane, decoding methods (sampling, beam, diverse beam) and latent
+    """Notebook 10's quality-diversity plane, decoding methods (sampling, beam, diverse beam) and latent
     models side by side, 95% bars, the human star and the decoding methods' frontier: (figure, frontier)."""
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharex=True, sharey=True)

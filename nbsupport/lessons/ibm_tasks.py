@@ -154,7 +154,7 @@ def convergence(history, converged_below: float, patience: int = 1) -> dict:
             "converged": converged(history, converged_below, patience)}
 
 
-# --------------------------------------------------------------------------- notebook 07's tables, figure and records
+# --------------------------------------------------------------------------- notebooks 08-09's tables, figure and records
 def quality_by_model(tasks: dict, raw: dict, gammas, models, exact: list[int], proven: list[int], n_beam: int,
                      start_beams, seed: int = 0, bleu: str = "multi_ref_bleu") -> dict:
     """{"beam4", "exact", "beam4_on_proven", "states", "by_beam", "rel"}: per (gamma, model), the resampled
@@ -235,34 +235,59 @@ def stop_table(full: dict, stop: dict, modes: dict):
     return rows, ["model", "full translation", "'the' + EOS", "'the' + EOS - full", "mode"]
 
 
-def lesson_records(gammas, models, q: dict, raw: dict, share: dict, proven: list[int], n_exact: int, ic: dict,
-                   ibm3, sampler, test_sources, seed: int = 0, bleu: str = "multi_ref_bleu"):
-    """(records, summary): notebook 07's result entries (key: value, for ``run.record``) and the summary
-    of its key numbers, from :func:`quality_by_model`'s ``q`` and the exact-search sweeps ``raw``."""
+def beam_records(gammas, models, beam4: dict, ibm3, sampler, test_sources, seed: int = 0,
+                 bleu: str = "multi_ref_bleu"):
+    """(records, summary): notebook 08's result entries (key: value, for ``run.record``), from
+    ``beam4`` (per (gamma, model): :func:`beam_quality`'s or :func:`quality_by_model`'s ``"beam4"``),
+    EM's tables and the tempered tables' entropy and uniform-distortion share."""
+    iv = lambda r: r.interval().to_dict()
+    records = {str(g): {f"{n}.{k}": v for n in models for k, v in {
+        "beam4_bleu": iv(beam4[g, n]["bleu"]), "beam4_multi_ref_bleu": iv(beam4[g, n][bleu]),
+        "beam4_len_ratio": iv(beam4[g, n]["len_ratio"])}.items()} for g in gammas}
+    records["ibm"] = {"p1": ibm3.p1, "log_likelihood": ibm3.log_likelihood}      # EM's tables
+    grid, rng = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5], np.random.default_rng(seed)   # the tempered tables' entropy
+    records["entropy"] = {str(g): sampler.task_entropy(test_sources, g) for g in grid}
+    records["uniform_distortion_share"] = {str(g): float(np.mean([sampler.sample(s, g, rng).uniform_distortion
+                                                                  for s in test_sources])) for g in grid}
+    summary = {f"gamma {g} {n} beam4 multi-ref BLEU": beam4[g, n][bleu].estimate for g in gammas for n in models}
+    return records, summary
+
+
+def exact_records(gammas, models, q: dict, raw: dict, share: dict, proven: list[int], n_exact: int, ic: dict,
+                  bleu: str = "multi_ref_bleu"):
+    """(records, summary): notebook 09's result entries (key: value, for ``run.record``), from
+    :func:`quality_by_model`'s ``q`` and the exact-search sweeps ``raw``: per gamma and model the proven
+    share, exact search's time and, on the ``proven`` sentences, the mode's quality; the search's settings."""
     iv = lambda r: r.interval().to_dict()
     records = {}
     for g in gammas:
         records[str(g)] = {f"{n}.{k}": v for n in models for k, v in {
-            "beam4_bleu": iv(q["beam4"][g, n]["bleu"]), "beam4_multi_ref_bleu": iv(q["beam4"][g, n][bleu]),
-            "beam4_len_ratio": iv(q["beam4"][g, n]["len_ratio"]), "proven_fraction": share[g, n],
-            "exact_s_per_sentence": raw[g][n]["exact"]["seconds_per_sentence"],
+            "proven_fraction": share[g, n], "exact_s_per_sentence": raw[g][n]["exact"]["seconds_per_sentence"],
             **({"exact_bleu": iv(q["exact"][g, n][bleu]), "exact_rel": iv(q["rel"][g, n]),
                 "beam4_bleu_on_proven": iv(q["beam4_on_proven"][g, n][bleu]),
                 "exact_len_ratio": iv(q["exact"][g, n]["len_ratio"]),
                 "beam4_len_ratio_on_proven": iv(q["beam4_on_proven"][g, n]["len_ratio"]),
                 "exact_empty_rate": iv(q["exact"][g, n]["empty_rate"]),
                 "exact_log2_states": iv(q["states"][g, n])} if proven else {})}.items()}
-    records["ibm"] = {"p1": ibm3.p1, "log_likelihood": ibm3.log_likelihood}      # EM's tables
     records["exact_search"] = {"sentences": n_exact, "max_words": ic["exact_max_words"], "budget": ic["exact_budget"],
                                "proven_everywhere": len(proven), "smallest_proven_share": min(share.values())}
-    grid, rng = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5], np.random.default_rng(seed)   # the tempered tables' entropy
-    records["entropy"] = {str(g): sampler.task_entropy(test_sources, g) for g in grid}
-    records["uniform_distortion_share"] = {str(g): float(np.mean([sampler.sample(s, g, rng).uniform_distortion
-                                                                  for s in test_sources])) for g in grid}
-    summary = {f"gamma {g} {n} beam4 multi-ref BLEU": q["beam4"][g, n][bleu].estimate for g in gammas for n in models}
-    summary.update({f"gamma {g} {n} exact_rel": q["rel"][g, n].estimate for g in gammas for n in models if proven})
+    summary = {f"gamma {g} {n} exact_rel": q["rel"][g, n].estimate for g in gammas for n in models if proven}
     summary["exact search: proven for all"] = f"{len(proven)} of {n_exact}"
     return records, summary
+
+
+def beam_quality(tasks: dict, beam4: dict, gammas, models, n_beam: int, seed: int = 0) -> dict:
+    """Per (gamma, model): the resampled quality (BLEU, multi-reference BLEU, length ratio ...) of ``beam4``'s
+    sweep (:func:`measure_beam`) on the first ``n_beam`` test sources, as :func:`quality_by_model`'s "beam4"."""
+    boot = stats.Resamples(n_beam, seed=seed)
+    return {(g, n): resampled_quality(quality_stats(beam4[g, n]["hyps"], tasks[g].corpus.test.refs[:n_beam]), boot)
+            for g in gammas for n in models}
+
+
+def measure_beam(task: Task, model, n_beam: int) -> dict:
+    """Beam 4 on the first ``n_beam`` test sources: :func:`measure`'s ``"beam4"`` sweep alone (no exact search)."""
+    t = task.corpus.test
+    return beam_sweep(model, task.src_vocab, task.tgt_vocab, t.src[:n_beam], t.refs[:n_beam], [4])[4]
 
 
 def measure(task: Task, model, exact: list[int], n_beam: int, start_beams, budget: int, batch_size: int) -> dict:

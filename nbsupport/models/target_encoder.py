@@ -36,7 +36,7 @@ from .protocol import Batch, Cost
 from .transformer import EncoderLayer, Transformer, TransformerConfig, sinusoids
 
 READS = ("target", "source")
-# lambda candidates on the summed scale, chosen on the dev set (notebooks 05 and 08): the paper's 1 as
+# lambda candidates on the summed scale, chosen on the dev set (notebooks 05 and 10): the paper's 1 as
 # section 3.3 writes it, and our per-token analogues of its 0.1 and 1 on ~1k-token batches (a departure)
 LAMBDA_CANDIDATES = (1.0, 100.0, 1000.0)
 

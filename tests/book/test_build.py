@@ -97,7 +97,8 @@ def test_missing_lists_the_lessons_without_an_executed_copy(tmp_path):
 # which papers each lesson's "Follows" paragraph names, read off the notebooks by hand
 FOLLOWS = {"00": {"seed", "shen2019"}, "01": {"zoph2016"}, "02": {"seed"}, "03": {"seed", "shen2019"},
            "04": {"shen2019"}, "05": {"lachaux2020", "seed"}, "06": {"stahlberg2022"},
-           "07": {"stahlberg2022"}, "08": {"seed", "shen2019", "lachaux2020"}}
+           "07": {"stahlberg2022"}, "08": {"stahlberg2022"}, "09": {"stahlberg2022"},
+           "10": {"seed", "shen2019", "lachaux2020"}}
 
 
 def test_each_lesson_is_mapped_to_the_papers_its_first_cell_names():

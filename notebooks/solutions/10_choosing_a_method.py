@@ -1,4 +1,4 @@
-"""Solutions of notebook 08's exercises (nbs.exercises.solution("08_choosing_a_method", N) prints one)."""
+"""Solutions of notebook 10's exercises (nbs.exercises.solution("10_choosing_a_method", N) prints one)."""
 
 # %% exercise 1
 human_pw = pairwise([source_refs])

@@ -1,4 +1,4 @@
-"""Solutions of notebook 06's exercises (nbs.exercises.solution("06_scones_beam_curse", N) prints one)."""
+"""Solutions of notebook 07's exercises (nbs.exercises.solution("07_scones", N) prints one)."""
 
 # %% exercise 1
 q = data_probabilities(full, "high")

@@ -1,4 +1,4 @@
-"""Solutions of notebook 07's exercises (nbs.exercises.solution("07_ibm3_synthetic_ambiguity", N) prints one)."""
+"""Solutions of notebook 09's exercises (nbs.exercises.solution("09_exact_search", N) prints one)."""
 
 # %% exercise 1
 ON = PROVEN or list(range(len(EXACT)))            # the proven sentences (every exact-search sentence if none is)
