@@ -301,9 +301,10 @@ def curse_caption(Q: dict) -> str:
     empties = "no output is empty at any beam" if max(q["empty_rate"].estimate for q in Q.values()) == 0 else "some are empty"
     flat = [lv for lv in levels if max(q["one_word"].estimate for k, q in Q.items() if k[0] == lv) == 0]
     why = {"low": " (too little ambiguity for 'the' to win: the control)"}
-    return (f"the three measures against the beam size ({empties}), 95% intervals shaded: the curse is the "
-            "one-word share rising as the beam grows (BLEU falls with it); a falling length ratio alone is shortening"
-            + "".join(f"; at {_title(lv)} no output has <= 1 word at any beam{why.get(lv, '')}" for lv in flat) + ".")
+    return (f"the three measures against the beam size ({empties}), 95% intervals shaded.\n"
+            "The curse: the one-word share rises with the beam and BLEU falls; a falling length ratio alone is "
+            "shortening." + "".join(f"\n{_title(lv).capitalize()}: no output has <= 1 word at any beam{why.get(lv, '')}."
+                                             for lv in flat))
 
 
 def curse_figure(Q: dict, beams: Sequence[int], levels: Sequence[str], models: Sequence[str]):
