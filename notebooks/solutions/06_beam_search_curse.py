@@ -6,7 +6,7 @@ threshold_low = math.exp(sum(math.log(p) for p in data_probabilities(full_low, "
 larger_at_low = True        # a low-ambiguity translation pays for far fewer choices
 
 # %% exercise 2
-SENTENCE = {"high": (source, full), "low": (tasks["low"].corpus.test.src[0], tasks["low"].corpus.test.refs[0][0])}
+SENTENCE = {lv: (tasks[lv].corpus.test.src[1], tasks[lv].corpus.test.refs[1][0]) for lv in ("high", "low")}
 full_minus_the = {level: score(models[level, "softmax"], tasks[level], sentence, reference)
                   - score(models[level, "softmax"], tasks[level], sentence, "the")
                   for level, (sentence, reference) in SENTENCE.items()}
