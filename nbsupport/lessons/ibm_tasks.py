@@ -160,15 +160,15 @@ def quality_by_model(tasks: dict, raw: dict, gammas, models, exact: list[int], p
     """{"beam4", "exact", "beam4_on_proven", "states", "by_beam", "rel"}: per (gamma, model), the resampled
     quality of beam 4 (first ``n_beam`` test sources) and, on the ``proven`` sentences of ``exact``, of the
     mode, each start beam, log2 prefixes expanded, and the mode's BLEU as % of softmax's beam 4."""
-    boot, boot_p = stats.Resamples(n_beam, seed=seed), stats.Resamples(max(len(proven), 1), seed=seed)
+    boot_p = stats.Resamples(max(len(proven), 1), seed=seed)
     quality = lambda hyps, refs, b, on=None: resampled_quality(quality_stats(hyps, refs), b, on)
-    q = {k: {} for k in ("beam4", "exact", "beam4_on_proven", "states", "by_beam", "rel")}
+    q = {k: {} for k in ("exact", "beam4_on_proven", "states", "by_beam", "rel")}
+    q["beam4"] = beam_quality(tasks, {(g, n): raw[g][n]["beam4"] for g in gammas for n in models}, gammas, models, n_beam, seed)
     for g in gammas:
         t = tasks[g].corpus.test
         ex_refs = [t.refs[i] for i in exact]
         for n in models:
             r = raw[g][n]
-            q["beam4"][g, n] = quality(r["beam4"]["hyps"], t.refs[:n_beam], boot)
             if proven:                  # the mode, and the start beams beside it, on the sentences proven everywhere
                 q["exact"][g, n] = quality(r["exact"]["hyps"], ex_refs, boot_p, proven)
                 q["beam4_on_proven"][g, n] = quality(r["beam4_exact_sources"]["hyps"], ex_refs, boot_p, proven)
@@ -297,7 +297,7 @@ def measure(task: Task, model, exact: list[int], n_beam: int, start_beams, budge
     t = task.corpus.test
     ex_src, ex_refs = [t.src[i] for i in exact], [t.refs[i] for i in exact]
     seeds = beam_sweep(model, task.src_vocab, task.tgt_vocab, ex_src, ex_refs, start_beams)
-    beam4 = beam_sweep(model, task.src_vocab, task.tgt_vocab, t.src[:n_beam], t.refs[:n_beam], [4])[4]
+    beam4 = measure_beam(task, model, n_beam)
     found = exact_sweep(model, task.src_vocab, task.tgt_vocab, ex_src, ex_refs, budget,
                         candidates=candidates(seeds, len(exact)), batch_size=batch_size)
     return {"beam4": beam4, "beam4_exact_sources": seeds[4], "seeds": seeds, "exact": found}
