@@ -128,3 +128,18 @@ def test_sweep_models_measures_each_model_and_beam_on_the_first_n(monkeypatch):
         assert Q["low", "m", b]["multi_ref_bleu"].estimate == pytest.approx(sweeps["low", "m"][b]["multi_ref_bleu"], abs=1e-6)
     assert Q["low", "m", 1]["one_word"].estimate == pytest.approx(0.5)       # "w" and ""
     assert Q["low", "m", 2]["one_word"].estimate == pytest.approx(0.75)      # "u", "v", "w"
+
+
+def test_train_for_levels_keys_each_model_by_level_and_name_with_each_levels_options(monkeypatch):
+    seen = []
+    monkeypatch.setattr(bc, "prefetch_softmax_and_scones", lambda runs, alphas, device, seed: seen.append(("prefetch", len(runs))))
+    def fake_train(task, alphas, device, seed, **options):
+        seen.append((task, tuple(sorted(options))))
+        return {n: f"{task}/{n}" for n in alphas}, {n: f"h:{task}/{n}" for n in alphas}
+    monkeypatch.setattr(bc, "train_softmax_and_scones", fake_train)
+    settings = {"bible_epochs": 3, "training": {"epochs": 9}, "model": {}}
+    models, histories = bc.train_for_levels({"low": "L", "bible": "B"}, {"softmax": None, "scones_0.2": 0.2}, "cpu", 0, settings)
+    assert models == {("low", "softmax"): "L/softmax", ("low", "scones_0.2"): "L/scones_0.2",
+                      ("bible", "softmax"): "B/softmax", ("bible", "scones_0.2"): "B/scones_0.2"}
+    assert histories[("bible", "scones_0.2")] == "h:B/scones_0.2"
+    assert seen == [("prefetch", 2), ("L", ("model", "training")), ("B", ("epochs",))]   # the Bible: its epochs only

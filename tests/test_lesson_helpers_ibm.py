@@ -195,3 +195,15 @@ def test_measure_beam_and_beam_quality_match_measure_and_quality_by_model():
     mine = ibm_tasks.beam_quality({1.0: task}, {(1.0, "softmax"): beam4}, [1.0], ["softmax"], 3, seed=0)
     for k in (B, "bleu", "len_ratio"):
         assert mine[1.0, "softmax"][k].interval().to_dict() == q["beam4"][1.0, "softmax"][k].interval().to_dict()
+
+
+def test_pairs_and_models_trains_every_model_on_every_pair_gamma_by_gamma(monkeypatch):
+    calls = []
+    monkeypatch.setattr(ibm_tasks, "synthetic_task", lambda cfg, base, g, seed: f"pair{g}")
+    monkeypatch.setattr(ibm_tasks, "train_many_in_parallel", lambda jobs, device: calls.append([t for t, _ in jobs]))
+    monkeypatch.setattr(ibm_tasks, "train_model", lambda task, device, progress, **job: (f"{task}:{job['model_overrides'].get('scones_alpha')}", f"h{task}"))
+    tasks, models, histories = ibm_tasks.pairs_and_models("ci", None, [0.1, 1.0], {"softmax": None, "scones_0.2": 0.2}, 0, "cpu",
+                                                          {"epochs": 2})
+    assert tasks == {0.1: "pair0.1", 1.0: "pair1.0"} and calls == [["pair0.1", "pair1.0", "pair0.1", "pair1.0"]]
+    assert list(models) == [(0.1, "softmax"), (0.1, "scones_0.2"), (1.0, "softmax"), (1.0, "scones_0.2")]
+    assert models[1.0, "scones_0.2"] == "pair1.0:0.2" and histories[0.1, "softmax"] == "hpair0.1"

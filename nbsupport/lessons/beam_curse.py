@@ -74,6 +74,21 @@ def prefetch_softmax_and_scones(runs, alphas: dict, device, seed: int = 0, more_
     return train_many_in_parallel(jobs, device)
 
 
+def train_for_levels(tasks: dict, alphas: dict, device, seed: int, settings) -> tuple[dict, dict]:
+    """Lessons 06-07's models: every model of ``alphas`` on every level of ``tasks`` ("low", "high", "bible"),
+    the toys' with ``settings``' training rule and model, the Bible's for its epochs; the uncached ones trained
+    at once (:func:`prefetch_softmax_and_scones`). Returns ({(level, name): model}, {(level, name): history})."""
+    options = {level: {"epochs": settings["bible_epochs"]} if level == "bible" else
+               {"training": settings["training"], "model": settings["model"]} for level in tasks}
+    prefetch_softmax_and_scones([(task, options[level]) for level, task in tasks.items()], alphas, device, seed)
+    models, histories = {}, {}
+    for level, task in tasks.items():
+        trained, runs = train_softmax_and_scones(task, alphas, device, seed, **options[level])
+        for name in trained:
+            models[level, name], histories[level, name] = trained[name], runs[name]
+    return models, histories
+
+
 def _quality(hyps: list[str], refs) -> dict:
     single = bleu_and_length(hyps, [[r[0]] for r in refs])   # the paper's setting: one reference
     multi = bleu_and_length(hyps, refs)

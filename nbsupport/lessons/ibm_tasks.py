@@ -21,7 +21,7 @@ from ..cache import cached_file
 from ..data import bible
 from ..data.synthetic import Corpus, Split, ToyConfig, detokenize, toy
 from ..data.vocab import BOS, WordVocab
-from ..pipeline import Task
+from ..pipeline import Task, train_many_in_parallel, train_model
 from ..profiles import Profile, profile
 from ..pipeline import host_work
 from ..train import Encoded, converged
@@ -142,6 +142,21 @@ def nmt_jobs(alphas: dict, seed: int, training: dict, model: dict | None = None)
     paper) with ``training`` (e.g. epochs, warm-up, the convergence criterion) and ``model`` (sizes)
     on top."""
     return softmax_and_scones_jobs(alphas, seed, training=training, model=model)
+
+
+def pairs_and_models(cfg: Profile | str, base, gammas, alphas: dict, seed: int, device, training: dict,
+                     model: dict | None = None) -> tuple[dict, dict, dict]:
+    """Lessons 08-09's synthetic pairs and models: per gamma the pair (:func:`synthetic_task`) and every model of
+    ``alphas`` trained on it (:func:`nmt_jobs`; the uncached ones at once). Returns ({gamma: task},
+    {(gamma, name): model}, {(gamma, name): history}), gamma by gamma."""
+    jobs = nmt_jobs(alphas, seed, training, model)
+    tasks = {g: synthetic_task(cfg, base, g, seed) for g in gammas}
+    train_many_in_parallel([(tasks[g], jobs[n]) for n in alphas for g in gammas], device)
+    models, histories = {}, {}
+    for g, task in tasks.items():
+        for name, job in jobs.items():
+            models[g, name], histories[g, name] = train_model(task, device=device, progress=False, **job)
+    return tasks, models, histories
 
 
 def convergence(history, converged_below: float, patience: int = 1) -> dict:
