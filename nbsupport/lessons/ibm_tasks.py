@@ -149,6 +149,7 @@ def pairs_and_models(cfg: Profile | str, base, gammas, alphas: dict, seed: int, 
     """Lessons 08-09's synthetic pairs and models: per gamma the pair (:func:`synthetic_task`) and every model of
     ``alphas`` trained on it (:func:`nmt_jobs`; the uncached ones at once). Returns ({gamma: task},
     {(gamma, name): model}, {(gamma, name): history}), gamma by gamma."""
+    cfg = profile(cfg)              # a profile name is accepted too
     jobs = nmt_jobs(alphas, seed, training, model)
     tasks = {g: synthetic_task(cfg, base, g, seed) for g in gammas}
     train_many_in_parallel([(tasks[g], jobs[n]) for n in alphas for g in gammas], device)
