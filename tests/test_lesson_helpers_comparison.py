@@ -43,6 +43,20 @@ def test_pick_text_and_grid():
     assert "K=4 (= S)" in c.grid_table(rec, [2, 4], 4)
 
 
+def test_answer_reading_says_ties_and_misses():
+    pick = lambda m, r, clear: {"method": m, "runner_up": r, "clear": clear}
+    right = {"cover the styles": "hard_moe", "quality first": "hard_moe", "most varied wording": "sampling",
+             "no latent model: cover": "diverse_beam", "no latent model: quality": "beam"}
+    rec = {need: {"K2": pick(m, "x", True), "K4": pick(m, "x", True)} for need, m in right.items()}
+    assert c.answer_reading(rec, [2, 4], ["hard_moe"]) == "holds at every K"
+    rec["quality first"]["K2"] = pick("hard_moe", "beam", False)            # a tie with a method outside the row
+    assert c.answer_reading(rec, [2, 4], ["hard_moe"]) == \
+        "holds at every K, tied with another method for 'are the best' at K=2 (beam ≈ hard_moe)"
+    rec["most varied wording"]["K4"] = pick("topk", "nucleus", True)        # the row's method not named
+    assert c.answer_reading(rec, [2, 4], ["hard_moe"]) == "does not hold for 'most varied wording' at K=4"
+    assert c.answer_reading(rec, [2, 4], []).startswith("does not hold for 'cover the styles' at K=2")   # none found
+
+
 def test_avoid_text_and_beaten_by():
     assert c.avoid_text({2: {"hard_moe": "below the bar", "x": "y beats it", "v": "below the bar"}, 4: {}}) == \
         "avoid at K=2: below the bar: hard_moe, v; x (y beats it)\navoid at K=4: none"

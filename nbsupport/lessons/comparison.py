@@ -451,3 +451,20 @@ ANSWER = (("cover the styles", "cover the styles", None), ("are the best", "qual
 def named(pick: dict) -> list[str]:
     """The methods a grid cell names: its pick, and its runner-up where the two tie."""
     return [pick["method"]] + ([pick["runner_up"]] if not pick["clear"] else [])
+
+
+def answer_reading(recommendation: dict, ks, found) -> str:
+    """Whether the opening answer (ANSWER) holds in the grid ``recommendation`` ({need: {"K<k>": pick}}) at every K
+    in ``ks``: a row holds where its cell names one of the row's methods (``found``, the latent models that found
+    the styles, for the rows naming none); a tie with a method outside the row is said with its K."""
+    off, tied = [], []
+    for row, need, use in ANSWER:
+        for k in ks:
+            names, answer = set(named(recommendation[need][f"K{k}"])), set(use or found)
+            if not names & answer:
+                off.append(f"'{row}' at K={k}")
+            elif names - answer:
+                tied.append(f"'{row}' at K={k} ({' ≈ '.join(sorted(names))})")
+    if off:
+        return "does not hold for " + ", ".join(off)
+    return "holds at every K" + (", tied with another method for " + ", ".join(tied) if tied else "")
