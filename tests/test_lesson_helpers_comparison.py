@@ -48,10 +48,10 @@ def test_answer_reading_says_ties_and_misses():
     right = {"cover the styles": "hard_moe", "quality first": "hard_moe", "most varied wording": "sampling",
              "no latent model: cover": "diverse_beam", "no latent model: quality": "beam"}
     rec = {need: {"K2": pick(m, "x", True), "K4": pick(m, "x", True)} for need, m in right.items()}
-    assert c.answer_reading(rec, [2, 4], ["hard_moe"]) == "holds at every K"
+    assert c.answer_reading(rec, [2, 4], ["hard_moe"]) == "holds at K = 2, 4"
     rec["quality first"]["K2"] = pick("hard_moe", "beam", False)            # a tie with a method outside the row
     assert c.answer_reading(rec, [2, 4], ["hard_moe"]) == \
-        "holds at every K, tied with another method for 'are the best' at K=2 (beam ≈ hard_moe)"
+        "holds at K = 2, 4, tied with another method for 'are the best' at K=2 (beam ≈ hard_moe)"
     rec["most varied wording"]["K4"] = pick("topk", "nucleus", True)        # the row's method not named
     assert c.answer_reading(rec, [2, 4], ["hard_moe"]) == "does not hold for 'most varied wording' at K=4"
     assert c.answer_reading(rec, [2, 4], []).startswith("does not hold for 'cover the styles' at K=2")   # none found

@@ -467,4 +467,4 @@ def answer_reading(recommendation: dict, ks, found) -> str:
                 tied.append(f"'{row}' at K={k} ({' ≈ '.join(sorted(names))})")
     if off:
         return "does not hold for " + ", ".join(off)
-    return "holds at every K" + (", tied with another method for " + ", ".join(tied) if tied else "")
+    return f"holds at K = {', '.join(map(str, ks))}" + (", tied with another method for " + ", ".join(tied) if tied else "")
