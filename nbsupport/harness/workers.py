@@ -76,7 +76,7 @@ def train_in_worker_processes(fn, jobs: list[tuple], device, what: str) -> bool:
     workers = cpu_workers(device, len(jobs))
     if workers < 2:
         return False
-    print(f"training {len(jobs)} {what}, {workers} at a time in {workers} processes", flush=True)
+    print(f"training {len(jobs)} {what} not yet in the model cache, {workers} at a time in {workers} processes", flush=True)
     return try_in_processes(fn, jobs, workers)
 
 
