@@ -20,40 +20,6 @@ R = stats.Resampled
 B = "multi_ref_bleu"
 
 
-def quality(bleu, values=None, length=1.0):
-    """A resampled quality dict: BLEU ``bleu`` (resamples ``values``, default a narrow spread), length ratio."""
-    values = np.array(values if values is not None else [bleu - 0.1, bleu, bleu + 0.1])
-    return {B: R(bleu, values), "len_ratio": R(length, np.full(3, length))}
-
-
-def by_beam(b1, b4, b16, mode, lengths=(1.0, 0.9, 0.8, 0.5)):
-    return {"beam 1": quality(*b1, lengths[0]) if isinstance(b1, tuple) else quality(b1, length=lengths[0]),
-            "beam 4": quality(b4, length=lengths[1]), "beam 16": quality(b16, length=lengths[2]),
-            "mode": quality(mode, length=lengths[3])}
-
-
-def test_curse_table_reads_the_paired_changes_and_counts_the_short_modes():
-    BY = {(1.0, "a"): by_beam(60.0, 60.0, 55.0, 20.0),          # b16 - b1 = -5 [-5, -5]: falls; mode falls
-          (1.0, "b"): by_beam(50.0, 50.0, 50.0, 50.0)}          # no change anywhere
-    modes = {"a": [["the"], [], ["a", "cat", "."]], "b": [["x", "."], ["y", "."], ["z", "."]]}
-    rows, headers, falls = ibm_tasks.curse_table(BY, 1.0, ["a", "b"], modes=modes)
-    assert headers[:4] == ["model", "BLEU b16 - b1", "b16 - b4", "mode - b16"]
-    assert rows[0][:4] == ["a", "-5.0 [-5.0, -5.0]", "-5.0 [-5.0, -5.0]", "-35.0 [-35.0, -35.0]"]
-    assert rows[0][4] == "2 of 3 (1 'the')" and rows[1][4] == "0 of 3 (0 'the')"
-    assert falls == {"beams": ["a"], "mode": ["a"]}
-    # a change whose interval straddles 0 does not count as a fall
-    BY[1.0, "b"]["beam 1"] = quality(51.0, [48.0, 51.0, 52.0])
-    assert ibm_tasks.curse_table(BY, 1.0, ["a", "b"])[2]["beams"] == ["a"]
-
-
-def test_stop_table_compares_scores_within_each_model_only():
-    rows, headers = ibm_tasks.stop_table({"softmax": -7.66, "scones_1.0": -8.25}, {"softmax": -8.19, "scones_1.0": -7.58},
-                                         {"softmax": "full", "scones_1.0": "'the'"})
-    assert headers == ["model", "full translation", "'the' + EOS", "'the' + EOS - full", "mode"]
-    assert rows[0] == ["softmax", "-7.66", "-8.19", "-0.53", "full"]
-    assert rows[1] == ["scones_1.0", "-8.25", "-7.58", "+0.67", "'the'"]
-
-
 def test_plot_by_gamma_draws_one_line_with_interval_per_model():
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots()

@@ -198,25 +198,6 @@ def quality_by_model(tasks: dict, raw: dict, gammas, models, exact: list[int], p
     return q
 
 
-def curse_table(by_beam: dict, gamma, models, bleu: str = "multi_ref_bleu", modes: dict | None = None):
-    """(rows, headers, falls): per model at ``gamma``, the paired BLEU change from beam 1 and from beam 4 to
-    beam 16 and from beam 16 to the mode (estimate [95% interval]) and, given ``modes`` (model: token lists),
-    how many modes have at most one word ("the" among them); ``falls``: the models whose BLEU falls (whole
-    interval below 0) from beam 1 to 16 ("beams") and from beam 16 to the mode ("mode")."""
-    change = lambda n, a, b: (by_beam[gamma, n][b][bleu] - by_beam[gamma, n][a][bleu]).interval()
-    steps = [("beam 1", "beam 16"), ("beam 4", "beam 16"), ("beam 16", "mode")]
-    rows, falls = [], {"beams": [], "mode": []}
-    for n in models:
-        d = [change(n, a, b) for a, b in steps]
-        short = [] if modes is None else [f"{sum(len(t) <= 1 for t in modes[n])} of {len(modes[n])} "
-                                          f"({sum(t == ['the'] for t in modes[n])} 'the')"]
-        rows.append([n] + [x.format("+.1f") for x in d] + short)
-        falls["beams"] += [n] if d[0].ci_high < 0 else []
-        falls["mode"] += [n] if d[2].ci_high < 0 else []
-    headers = ["model", "BLEU b16 - b1", "b16 - b4", "mode - b16"] + ([] if modes is None else ["modes of <= 1 word"])
-    return rows, headers, falls
-
-
 def plot_by_gamma(ax, series: dict, gammas, ylabel: str):
     """Draw one line per model (``series``: model -> one Resampled per gamma) with its 95% interval on
     ``ax``, the gammas evenly spaced, and return ``ax``."""
@@ -241,14 +222,6 @@ def the_and_full(model, src_vocab, tgt_vocab, source: str, hyps):
     the, *scored = token_scores(model, x, [the_ids] + [tgt_vocab.encode(h) for h in fulls])
     lp = ModelScorer(model, x[:1])([BOS] + the_ids[:-1]).double()   # log P(w | x, the), every w
     return max(scored, key=sum), the, float(-(lp.exp() * lp).sum())
-
-
-def stop_table(full: dict, stop: dict, modes: dict):
-    """(rows, headers): per model, the full translation's score and "the" + EOS's (sums of token log
-    scores), their difference and the model's mode. Scores compare only within a model (a row): SCONES's
-    sigmoids need not sum to 1, so its sums are on no common scale with softmax's log-probabilities."""
-    rows = [[n, f"{full[n]:.2f}", f"{stop[n]:.2f}", f"{stop[n] - full[n]:+.2f}", modes[n]] for n in full]
-    return rows, ["model", "full translation", "'the' + EOS", "'the' + EOS - full", "mode"]
 
 
 def beam_records(gammas, models, beam4: dict, ibm3, sampler, test_sources, seed: int = 0,
