@@ -14,6 +14,6 @@ for name in (BASE, "online.shared.hMlp"):
     model, wins = models[name].eval(), torch.zeros(K, dtype=torch.long)
     with torch.no_grad():
         for src_b, tgt_in_b, tgt_out_b, _ in task.train.batches(2048, shuffle=False, seed=0, device=device):
-            winners = model.log_joint(src_b, tgt_in_b, tgt_out_b).argmax(1)     # each pair's best expert
+            winners = model.expert_nll(*model.encode(src_b), tgt_in_b, tgt_out_b).argmin(1)   # lowest NLL, no prior
             wins += torch.bincount(winners.cpu(), minlength=K)
     my_usage[name] = wins.tolist()
