@@ -7,6 +7,7 @@ models here; each worker trains one model into the cache, and the notebook then 
 from __future__ import annotations
 
 import os
+import pickle
 
 import torch
 
@@ -61,6 +62,7 @@ def try_in_processes(fn, jobs: list[tuple], workers: int) -> bool:
     this environment, an object that does not pickle, a worker that died), a printed reason and
     False: the caller then trains one model at a time, as without workers."""
     try:
+        pickle.dumps((fn, jobs))       # refused here, not in the pool's feeder thread, where it can hang the pool's shutdown
         run_in_processes(fn, jobs, workers)
         return True
     except Exception as err:           # noqa: BLE001 - any failure means: do it in this process
