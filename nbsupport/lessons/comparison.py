@@ -389,12 +389,6 @@ def plane_figure(R: dict, human: dict, decoding, latent, ks, quality: str = "mul
     return fig, best
 
 
-def inside(R: dict, name: str, other: str, ks, quality: str = "multi_ref_bleu") -> bool:
-    """Do ``name``'s estimates lie inside ``other``'s 95% intervals on both axes at every K?"""
-    return all(R[other, k][m].interval().ci_low <= R[name, k][m].estimate <= R[other, k][m].interval().ci_high
-               for k in ks for m in ("pairwise_bleu", quality))
-
-
 def purity_table(found: dict, weakest: dict, k: int, s: int) -> str:
     """The latent models' purity ({model: (purity, Interval, styles owned, reading)}) and weakest value's BLEU."""
     return table([[n, f"{iv.format('.2f')} {side}", f"{o} of {s}", f"{weakest[n]:.1f}"] for n, (_, iv, o, side) in found.items()],
