@@ -6,10 +6,6 @@ human_mr = sum(nbs.metrics.corpus_bleu([source_refs[m]], [[r for j, r in enumera
                for m in range(S)) / S
 
 # %% exercise 2
-k_small = min(KS)
-by_coverage = sorted(METHODS, key=lambda n: rows[n, k_small]["coverage"], reverse=True)
-
-# %% exercise 3
 MODEL = "vnmt"
 sets = hyps[MODEL, K_EX]
 repeated = sum(len(set(hs)) < K_EX for hs in sets) / len(sets)
