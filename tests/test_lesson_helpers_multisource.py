@@ -117,20 +117,6 @@ def test_noun_attention_shares_are_shares_of_the_noun_rows_weight(data, monkeypa
     assert shares["de"] == pytest.approx((0.0, 0.2 / 0.6, 0.6))            # "y" is not de's word for dog
 
 
-def test_sharp_cells_note_marks_a_cell_on_a_later_or_earlier_word_and_on_the_row_s_own_word(data):
-    dog = word(data, "fr", "dog")
-    maps = fake_maps(data, dog)
-    maps["sources"][0]["weights"][1] = [0.7, 0.0, 0.1]          # the "dog" row sharp on dog's own word
-    fr, de = ms.sharp_cells_note(data, maps).splitlines()
-    g = ms.gloss(data, "xa")[dog]
-    assert fr == f"fr: the -> x; dog -> {dog} ({g}) own"        # 0.6 on "x" (no gloss), 0.7 on dog's word
-    assert de == "de: the -> y; </s> -> y"              # 0.5 and 0.9 reach the threshold; "dog -> y" at 0.4 does not
-    maps["sources"][0]["weights"][0] = [0.9, 0.0, 0.1]          # the "the" row on the next word's source word
-    assert ms.sharp_cells_note(data, maps).splitlines()[0].startswith(f"fr: the -> {dog} ({g}) +1")
-    maps["sources"][0]["weights"][2] = [0.8, 0.1, 0.1]          # the "</s>" row on the previous word's source word
-    assert ms.sharp_cells_note(data, maps).splitlines()[0].endswith(f"</s> -> {dog} ({g}) -1")
-
-
 def test_shares_table_says_where_the_attention_mostly_sits():
     lines = ms.shares_table({"fr": (0.1, 0.8, 0.9), "de": (0.6, 0.2, 1.0), "close": (0.3, 0.3, 0.5)}).splitlines()[2:]
     assert lines[0].split()[1:] == ["0.90", "10%", "80%", "on", "</s>"]

@@ -550,26 +550,6 @@ def attention_figure(model: MultiSourceLSTM, data: MultiSourceData, system: str,
     return fig
 
 
-def sharp_cells_note(data: MultiSourceData, maps: dict, at_least: float = 0.5) -> str:
-    """Per source of :func:`attention_maps_of`'s ``maps``, one line: each row with a cell of weight >= ``at_least``,
-    as "output word -> source word (its gloss, if any)", marked "own" when the gloss is the row's word, "+k" when it is the
-    output word k rows later (the nearest), else "-k" when it is the output word k rows earlier (the nearest), else unmarked."""
-    lines = []
-    for src in maps["sources"]:
-        g, cells = gloss(data, src["lang"]), []
-        for t, (word, row) in enumerate(zip(maps["output"], src["weights"])):
-            a, tok = max(zip(row, src["tokens"]))
-            if a < at_least:
-                continue
-            senses = g.get(tok, "").split("/")
-            ahead = [k for k, w in enumerate(maps["output"][t:]) if w in senses]
-            behind = [k for k, w in enumerate(reversed(maps["output"][:t]), 1) if w in senses]
-            mark = (" own" if ahead[0] == 0 else f" +{ahead[0]}") if ahead else f" -{behind[0]}" if behind else ""
-            cells.append(f"{word} -> {tok}" + (f" ({g[tok]})" if tok in g else "") + mark)
-        lines.append(f"{_role_of(data)[src['lang']]}: " + ("; ".join(cells) or "none"))
-    return "\n".join(lines)
-
-
 def noun_attention_shares(model: MultiSourceLSTM, data: MultiSourceData, system: str, n: int) -> dict:
     """Per source role, over the first ``n`` test sentences: (share of the output nouns' attention on the
     noun's own source word, share on </s>, both of all the weight the noun rows carry together; the
