@@ -34,17 +34,17 @@ def test_frontier_and_above_frontier():
 
 
 def test_pick_text_and_grid():
-    clear = {"method": "a", "runner_up": "b", "clear": True, "margin": {"estimate": 1.0, "ci_low": 0.001, "ci_high": 2.0}}
-    tie = {"method": "b", "runner_up": "a", "clear": False, "margin": {"estimate": 0.1, "ci_low": -1, "ci_high": 1}}
+    clear = {"method": "a", "runner_up": "b", "clear": True, "tied": [], "margin": {"estimate": 1.0, "ci_low": 0.001, "ci_high": 2.0}}
+    tie = {"method": "b", "runner_up": "a", "clear": False, "tied": ["a", "c"], "margin": None}   # b: the tie's decoding method
     assert c.pick_text(clear) == "a +1.00 [+0.001, +2.00] over b"
-    assert c.pick_text(tie) == "b ≈ a"
-    assert c.named(tie) == ["b", "a"] and c.named(clear) == ["a"]
+    assert c.pick_text(tie) == "b ≈ a ≈ c"
+    assert c.named(tie) == ["b", "a", "c"] and c.named(clear) == ["a"]
     rec = {need: {"K2": clear, "K4": tie} for _, need, _ in c.ANSWER}
     assert "K=4 (= S)" in c.grid_table(rec, [2, 4], 4)
 
 
 def test_answer_reading_says_ties_and_misses():
-    pick = lambda m, r, clear: {"method": m, "runner_up": r, "clear": clear}
+    pick = lambda m, r, clear: {"method": m, "runner_up": r, "clear": clear, "tied": [] if clear else [r]}
     right = {"cover the styles": "hard_moe", "quality first": "hard_moe", "most varied wording": "sampling",
              "no latent model: cover": "diverse_beam", "no latent model: quality": "beam"}
     rec = {need: {"K2": pick(m, "x", True), "K4": pick(m, "x", True)} for need, m in right.items()}

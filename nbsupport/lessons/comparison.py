@@ -409,9 +409,10 @@ def signed(v: float) -> str:
 
 
 def pick_text(p: dict) -> str:
-    """One grid cell: "A +m [lo, hi] over B" for a clear pick ({"method", "runner_up", "clear", "margin"}), "A ≈ B" for a tie."""
+    """One grid cell: "A +m [lo, hi] over B" for a clear pick ({"method", "runner_up", "clear", "margin", "tied"}),
+    "A ≈ B ≈ C" for a tie, the pick first."""
     if not p["clear"]:
-        return f"{p['method']} ≈ {p['runner_up']}"
+        return " ≈ ".join([p["method"], *p["tied"]])
     m = p["margin"]
     return p["method"] + (f" {signed(m['estimate'])} [{signed(m['ci_low'])}, {signed(m['ci_high'])}] over {p['runner_up']}"
                           if m else "")
@@ -443,8 +444,8 @@ ANSWER = (("cover the styles", "cover the styles", None), ("are the best", "qual
 
 
 def named(pick: dict) -> list[str]:
-    """The methods a grid cell names: its pick, and its runner-up where the two tie."""
-    return [pick["method"]] + ([pick["runner_up"]] if not pick["clear"] else [])
+    """The methods a grid cell names: its pick, and every method tied with it."""
+    return [pick["method"], *pick.get("tied", [])]
 
 
 def answer_reading(recommendation: dict, ks, found) -> str:
