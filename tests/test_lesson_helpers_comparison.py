@@ -86,8 +86,7 @@ def test_grid_ends_and_tuning_reading():
 
 def test_purity_table_and_figure():
     R = {(n, k): {"pairwise_bleu": rs(p, p - 1, p + 1), "multi_ref_bleu": rs(q, q - 1, q + 1), "coverage": rs(cv, cv, cv)}
-         for (n, k), (p, q, cv) in {("sampling", 2): (30, 50, 1.5), ("topk", 2): (30.5, 50.5, 1.5), ("beam", 2): (80, 60, 1.0),
-                                    ("hard_moe", 2): (50, 65, 2.0)}.items()}
+         for (n, k), (p, q, cv) in {("sampling", 2): (30, 50, 1.5), ("beam", 2): (80, 60, 1.0), ("hard_moe", 2): (50, 65, 2.0)}.items()}
     found = {"hard_moe": (0.9, Interval(0.9, 0.8, 0.95), 2, "above 1/2")}
     assert "2 of 4" in c.purity_table(found, {"hard_moe": 12.34}, 2, 4) and "12.3" in c.purity_table(found, {"hard_moe": 12.34}, 2, 4)
     fig, best = c.plane_figure(R, {"pairwise_bleu": 25.0, "multi_ref_bleu": 40.0}, ["sampling", "beam"], ["hard_moe"], [2])

@@ -409,9 +409,9 @@ def signed(v: float) -> str:
 
 
 def pick_text(p: dict) -> str:
-    """One grid cell: "A +m [lo, hi] over B" for a clear pick ({"method", "runner_up", "clear", "margin", "tied"}),
+    """One grid cell: "A +m [lo, hi] over B" for a clear pick ({"method", "runner_up", "margin", "tied"}: nothing tied),
     "A ≈ B ≈ C" for a tie, the pick first."""
-    if not p["clear"]:
+    if p.get("tied"):
         return " ≈ ".join([p["method"], *p["tied"]])
     m = p["margin"]
     return p["method"] + (f" {signed(m['estimate'])} [{signed(m['ci_low'])}, {signed(m['ci_high'])}] over {p['runner_up']}"
