@@ -86,14 +86,6 @@ def test_record_collapse_writes_rows_intervals_as_dicts_and_training():
     assert records[("training", "m.d2")] == [2.0, 1.5] and records["m.ok"]["label"] == "ok"
 
 
-def test_diagnosis_figure_places_each_mixture_at_its_second_share_and_pairwise():
-    table = _table()
-    fig = an.diagnosis_figure(table, list(table))
-    ax = fig.axes[0]
-    points = [(c[0].get_xdata()[0], c[0].get_ydata()[0]) for c in ax.containers]
-    assert points == [pytest.approx((1303.4 / 4000, 52.9)), pytest.approx((1 / 4, 91.2))]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["m.ok: ok", "m.d2: D2"]
-    plt.close(fig)
 
 
 class FakeMixture:

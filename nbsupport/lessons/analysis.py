@@ -21,7 +21,6 @@ from ..decode import decode
 from ..models.transformer import shift_right
 from ..stats import Resampled
 from ..views.live import compare_table
-from ..views.plots import error_bars
 
 
 def latent_label_confusion(hyps: Sequence[Sequence[str]], refs, labels, n_labels: int, seed: int = 0):
@@ -359,26 +358,6 @@ def second_share(usage) -> float:
     return sorted(usage)[-2] / sum(usage)
 
 
-def diagnosis_figure(table: dict, order: Sequence[str]):
-    """Each mixture by its second-busiest expert's share (x) and pairwise BLEU with its 95% interval (y), the D1 and D2 bands shaded."""
-    colour = {label: f"C{i}" for i, label in enumerate(dict.fromkeys(table[n]["label"] for n in order))}
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.axvspan(-0.03, 0.01, color="grey", alpha=0.2)                 # D1 by usage: no second expert above 1%
-    ax.axhspan(D2_PAIRWISE, 103, color="grey", alpha=0.2)            # D2: copies
-    ax.text(0.02, 27, "← D1: one expert does the work", ha="left", va="center", fontsize=8)
-    ax.text(0.15, 93.5, "D2: every expert writes the same", ha="center", va="center", fontsize=8)
-    for i, (name, marker) in enumerate(zip(order, "o^svDP")):
-        e, pw = table[name], table[name]["intervals"]["pairwise_bleu"]
-        ax.errorbar(second_share(e["usage"]), pw.estimate, yerr=error_bars([pw]),
-                    capsize=3, marker=marker, ms=15 - 1.5 * i, mfc="none", mew=1.5, color=colour[e["label"]],
-                    linestyle="none", label=f"{name}: {e['label']}")
-    ax.set(xlim=(-0.03, 0.5), ylim=(-4, 103), xlabel="share of the training pairs given to the second-busiest expert",
-           ylabel="pairwise BLEU (100: copies)")
-    ax.legend(*zip(*[(c[0], c.get_label()) for c in ax.containers]), fontsize=8, markerscale=0.6, loc="center left",
-              bbox_to_anchor=(1.01, 0.5))                            # markers, no bars
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
 
 
 def prior_lean(model, batches, usage) -> dict:
