@@ -1,4 +1,5 @@
 """Lesson 04's helpers at the end of nbsupport/lessons/analysis.py, on small made-up inputs computed by hand."""
+import math
 from types import SimpleNamespace
 
 import matplotlib
@@ -108,6 +109,7 @@ def test_prior_lean_counts_wins_without_the_prior_and_the_best_gain_over_the_bus
     assert lean["busy"] == 1 and lean["no_prior"] == [1, 1, 1]
     assert lean["log_prior"] == pytest.approx([-2.302585, -0.223144, -2.302585], abs=1e-5)
     assert lean["gain"] == pytest.approx(5.5)                      # pair 2: 6.0 under z=1, 0.5 under z=2
+    assert lean["min_deficit"] == pytest.approx(math.log(8))       # log 0.8 - log 0.1 on every pair
 
 
 def test_usage_figure_plots_each_experts_share_per_epoch():

@@ -71,10 +71,17 @@ def test_signed():
     assert c.signed(0.004) == "+0.004" and c.signed(-1.234) == "-1.23" and c.signed(0) == "0.00"
 
 
-def test_grid_ends():
+def test_grid_ends_and_tuning_reading():
     settings = {("topk", 2): {"top_k": 40}, ("nucleus", 2): {"top_p": 0.7}, ("beam", 2): {}}
     settings[("diverse_beam", 2)] = {"diversity": min(c.GRIDS["diverse_beam"]["diversity"])}
     assert c.grid_ends(settings) == ["topk K=2 (largest)", "diverse_beam K=2 (smallest)"]
+    human = {"multi_ref_bleu": 40.0, "pairwise_bleu": 30.0}
+    above_less = {"multi_ref_bleu": 50.0, "pairwise_bleu": 35.0}
+    assert c.tuning_reading({"topk.K2": [above_less]}, human).startswith("No setting tried (1) scores below")
+    wide = c.tuning_reading({"topk.K2": [above_less, {"multi_ref_bleu": 50.0, "pairwise_bleu": 20.0}]}, human)
+    assert wide == "Of the 2 settings tried, 0 score below the dev references' quality and 1 are more diverse than them."
+    low = c.tuning_reading({"topk.K2": [above_less], "diverse_beam.K2": [{"multi_ref_bleu": 0, "pairwise_bleu": 90}]}, human)
+    assert low == "Of the 2 settings tried, 1 score below the dev references' quality and 0 are more diverse than them."
 
 
 def test_purity_table_and_figure():

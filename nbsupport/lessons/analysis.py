@@ -362,8 +362,9 @@ def second_share(usage) -> float:
 
 def prior_lean(model, batches, usage) -> dict:
     """A learned-prior mixture's hard E-step over ``batches`` without its prior: ``busy`` (the expert with the most
-    ``usage``), ``no_prior`` (pairs won per expert by NLL alone), ``log_prior`` (mean log p(z|x) per z) and ``gain``
-    (the most nats by which any expert fits a pair better than the busy one)."""
+    ``usage``), ``no_prior`` (pairs won per expert by NLL alone), ``log_prior`` (mean log p(z|x) per z), ``gain``
+    (the most nats by which any expert fits a pair better than the busy one) and ``min_deficit`` (the fewest nats by
+    which the busy expert's log p(z|x) leads every idle one's, over the pairs: above ``gain``, no idle expert wins)."""
     busy, wins, log_prior, gain = max(range(len(usage)), key=lambda z: usage[z]), None, [], []
     with torch.no_grad():
         for s, i, o, *_ in batches:
@@ -373,8 +374,10 @@ def prior_lean(model, batches, usage) -> dict:
             wins = counts if wins is None else wins + counts
             log_prior.append(model.log_prior(memory, mask).cpu())
             gain.append(nll[:, busy] - nll.min(1).values)
-    return {"busy": busy, "no_prior": wins.tolist(), "log_prior": torch.cat(log_prior).mean(0).tolist(),
-            "gain": torch.cat(gain).max().item()}
+    prior = torch.cat(log_prior)                                          # (pairs, K)
+    idle = torch.cat([prior[:, :busy], prior[:, busy + 1:]], 1)
+    return {"busy": busy, "no_prior": wins.tolist(), "log_prior": prior.mean(0).tolist(),
+            "gain": torch.cat(gain).max().item(), "min_deficit": (prior[:, busy] - idle.max(1).values).min().item()}
 
 
 def usage_figure(hists: dict, names: dict):

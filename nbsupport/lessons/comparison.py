@@ -324,6 +324,18 @@ def grid_ends(settings: dict) -> list[str]:
     return [f"{n} K={k} ({_grid_end(n, s)})" for (n, k), s in settings.items() if n in GRIDS and _grid_end(n, s)]
 
 
+def tuning_reading(tuning: dict, human: dict, quality: str = "multi_ref_bleu") -> str:
+    """How many of the settings tried on the dev set ({"name.K": [scores]}) fell below the dev references'
+    quality (d's quality floor) and how many were more diverse than them; with none of either, d is the
+    pairwise-BLEU gap alone and picks each method's setting with the lowest pairwise BLEU."""
+    tried = [r for t in tuning.values() for r in t]
+    low = sum(r[quality] < human[quality] for r in tried)
+    wide = sum(r["pairwise_bleu"] < human["pairwise_bleu"] for r in tried)
+    if tried and not low and not wide:
+        return (f"No setting tried ({len(tried)}) scores below the dev references' quality or is more diverse than them, "
+                "so d is the pairwise-BLEU gap alone: each method keeps its lowest-pairwise-BLEU setting.")
+    return (f"Of the {len(tried)} settings tried, {low} score below the dev references' quality "
+            f"and {wide} are more diverse than them.")
 
 
 TAGS = {"sampling": "s", "beam": "b", "diverse_beam": "d", "hard_moe": "H", "hMlp": "M", "vnmt": "V",
