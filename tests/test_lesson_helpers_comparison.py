@@ -45,7 +45,7 @@ def test_pick_text_and_grid():
 
 def test_answer_reading_says_ties_and_misses():
     pick = lambda m, r, clear: {"method": m, "runner_up": r, "clear": clear, "tied": [] if clear else [r]}
-    right = {"cover the styles": "hard_moe", "quality first": "hard_moe",
+    right = {"cover the styles": "hard_moe", "quality first": "hard_moe", "most varied wording": "sampling",
              "no latent model: cover": "diverse_beam", "no latent model: quality": "beam"}
     rec = {need: {"K2": pick(m, "x", True), "K4": pick(m, "x", True)} for need, m in right.items()}
     assert c.answer_reading(rec, [2, 4], ["hard_moe"]) == "holds at K = 2, 4"

@@ -438,6 +438,7 @@ def avoid_text(avoid: dict) -> str:
 # the opening answer's rows: (row, the grid's need it rests on, the methods it names; None: a latent model that
 # found the styles)
 ANSWER = (("cover the styles", "cover the styles", None), ("are the best", "quality first", None),
+          ("vary the wording most", "most varied wording", ("sampling",)),
           ("one ordinary model, to cover", "no latent model: cover", ("diverse_beam",)),
           ("one ordinary model, for quality", "no latent model: quality", ("beam",)))
 
