@@ -51,7 +51,7 @@ def test_answer_reading_says_ties_and_misses():
     assert c.answer_reading(rec, [2, 4], ["hard_moe"]) == "holds at K = 2, 4"
     rec["quality first"]["K2"] = pick("hard_moe", "beam", False)            # a tie with a method outside the row
     assert c.answer_reading(rec, [2, 4], ["hard_moe"]) == \
-        "holds at K = 2, 4, tied with another method for 'are the best' at K=2 (beam ≈ hard_moe)"
+        "holds at K = 2, 4, tied with another method for 'are the best' at K=2 (hard_moe ≈ beam)"
     rec["no latent model: cover"]["K4"] = pick("sampling", "beam", True)    # the row's method not named
     assert c.answer_reading(rec, [2, 4], ["hard_moe"]) == "does not hold for 'one ordinary model, to cover' at K=4"
     assert c.answer_reading(rec, [2, 4], []).startswith("does not hold for 'cover the styles' at K=2")   # none found

@@ -459,7 +459,7 @@ def answer_reading(recommendation: dict, ks, found) -> str:
             if not names & answer:
                 off.append(f"'{row}' at K={k}")
             elif names - answer:
-                tied.append(f"'{row}' at K={k} ({' ≈ '.join(sorted(names))})")
+                tied.append(f"'{row}' at K={k} ({' ≈ '.join(named(recommendation[need][f'K{k}']))})")   # pick first
     if off:
         return "does not hold for " + ", ".join(off)
     return f"holds at K = {', '.join(map(str, ks))}" + (", tied with another method for " + ", ".join(tied) if tied else "")
