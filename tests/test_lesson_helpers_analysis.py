@@ -87,8 +87,6 @@ def test_record_collapse_writes_rows_intervals_as_dicts_and_training():
     assert records[("training", "m.d2")] == [2.0, 1.5] and records["m.ok"]["label"] == "ok"
 
 
-
-
 class FakeMixture:
     """encode returns the batch; expert_nll and log_prior are fixed per pair."""
     NLL = torch.tensor([[1.0, 3.0, 9.0], [4.0, 2.0, 9.0], [5.0, 6.0, 0.5]])

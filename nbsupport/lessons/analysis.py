@@ -358,8 +358,6 @@ def second_share(usage) -> float:
     return sorted(usage)[-2] / sum(usage)
 
 
-
-
 def prior_lean(model, batches, usage) -> dict:
     """A learned-prior mixture's hard E-step over ``batches`` without its prior: ``busy`` (the expert with the most
     ``usage``), ``no_prior`` (pairs won per expert by NLL alone), ``log_prior`` (mean log p(z|x) per z), ``gain``

@@ -455,11 +455,11 @@ def answer_reading(recommendation: dict, ks, found) -> str:
     off, tied = [], []
     for row, need, use in ANSWER:
         for k in ks:
-            names, answer = set(named(recommendation[need][f"K{k}"])), set(use or found)
-            if not names & answer:
+            names, answer = named(recommendation[need][f"K{k}"]), set(use or found)   # the pick first
+            if not answer.intersection(names):
                 off.append(f"'{row}' at K={k}")
-            elif names - answer:
-                tied.append(f"'{row}' at K={k} ({' ≈ '.join(named(recommendation[need][f'K{k}']))})")   # pick first
+            elif set(names) - answer:
+                tied.append(f"'{row}' at K={k} ({' ≈ '.join(names)})")
     if off:
         return "does not hold for " + ", ".join(off)
     return f"holds at K = {', '.join(map(str, ks))}" + (", tied with another method for " + ", ".join(tied) if tied else "")
