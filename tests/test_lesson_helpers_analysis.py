@@ -35,15 +35,6 @@ def test_content_right_ignores_optional_phrases_only():
     assert an.content_right(REFS[2], REFS[::-1], LABELS[::-1])
 
 
-def test_content_misses_pairs_wrong_content_with_its_styles_reference():
-    wrong = "the farmer was watched by the farmer quietly beyond the road!"      # style 1, one participant twice
-    hyps = [[REFS[0], wrong], [REFS[1], "xx"], [REFS[2], REFS[0][:-1] + " often."]]  # z=1: wrong, no style, right
-    miss = ("the farmer was watched by the farmer beyond the road", "the farmer was watched by the soldier beyond the road")
-    assert an.content_misses(hyps, [REFS] * 3, [LABELS] * 3, z=1) == [miss]
-    assert an.content_misses(hyps, [REFS] * 3, [LABELS] * 3, z=0) == []
-    assert an.content_misses([[wrong]] * 3, [REFS] * 3, [LABELS] * 3, z=0) == [miss, miss]   # the first n = 2
-
-
 def test_marker_columns_count_majority_styles_purity_and_content():
     wrong0 = "the farmer watches the soldier beyond the road."                 # style 0, content wrong
     hyps = [[REFS[0], REFS[0], "xx"],                                          # source 1: experts 0 and 1 write style 0

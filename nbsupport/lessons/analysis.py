@@ -303,14 +303,6 @@ def content_right(hyp: str, refs: Sequence[str], labels: Sequence[int]) -> bool:
     return ref is not None and _content(hyp) == _content(ref)
 
 
-def content_misses(hyps, refs, labels, z: int, n: int = 2) -> list[tuple[str, str]]:
-    """Expert ``z``'s first ``n`` translations with a style but content judged wrong (:func:`content_right`), each as
-    (its words, its style's reference's words), both without the optional phrases and the final mark: what the check compares."""
-    pairs = ((_content(hs[z]), _content(ref)) for hs, rs, ls in zip(hyps, refs, labels)
-             if (ref := _own_reference(hs[z], rs, ls)) is not None)
-    return [pair for pair in pairs if pair[0] != pair[1]][:n]
-
-
 def marker_columns(hyps, refs, labels) -> dict:
     """Per model, from its K translations per source: how many different majority styles its experts write, their purity
     ("none" counts against it, is never a majority), and the share of sources whose content is right, per expert and mean."""
